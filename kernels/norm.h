@@ -1,0 +1,75 @@
+// Normalization over the last dimension: LayerNorm and RMSNorm, with an optional
+// scale (plain or Gemma's 1 + weight), shift (LayerNorm) and fused residual add.
+//
+// Every fast kernel here has a scalar *Reference twin with the same contract; tests
+// hold one to the other. All functions are pure on plain memory; the fast ones keep
+// per-caller state (oneDNN primitives) in a NormContext, which is not thread-safe:
+// give each worker thread its own.
+//
+// Semantics are PyTorch's in float32: LayerNorm y = (x - mean) / sqrt(var + eps) * w
+// + b with the biased variance (torch.nn.functional.layer_norm); RMSNorm
+// y = x / sqrt(mean(x^2) + eps) * w (Llama's, in float32). A row whose float32
+// statistics are not finite -- it holds NaN or Inf, or is so large (|x| >~ 1e17)
+// that its sum of squares overflows float32 -- comes out all NaN, never half-finite.
+// A zero-variance row comes out as the bias. With epsilon = 0, rows of |x| <~ 1e-19
+// lose their variance to float32 underflow (as in PyTorch); use epsilon > 0.
+//
+// Threads: LayerNorm runs oneDNN, whose OpenMP runtime parallelizes each call over
+// omp_get_max_threads() of the calling thread. Callers that run kernels on their
+// own worker threads call omp_set_num_threads(1) on each worker first, so no call
+// spawns an OpenMP team. The kernels themselves never start threads.
+#ifndef LAYERSERVE_KERNELS_NORM_H_
+#define LAYERSERVE_KERNELS_NORM_H_
+
+#include <cstdint>
+#include <memory>
+
+namespace layerserve::kernels {
+
+struct NormParams {
+  float epsilon = 1e-5f;
+  const float* weight = nullptr;  // [dim] or null (scale 1).
+  const float* bias = nullptr;    // [dim] or null (shift 0). LayerNorm only:
+                                  // the RmsNorm kernels ignore it.
+  bool weight_offset = false;     // Scale is 1 + weight. REQUIRES: weight != null.
+  // Fused residual add: when non-null, the kernel normalizes s = x + residual and
+  // writes s to residual_out. Both [rows, dim].
+  const float* residual = nullptr;
+  float* residual_out = nullptr;
+};
+
+// x, y: [rows, dim], row-major. y may equal x. REQUIRES: rows >= 1, dim >= 1.
+// residual_out may equal x or residual, but not y.
+void LayerNormReference(const float* x, int64_t rows, int64_t dim, const NormParams& p,
+                        float* y);
+void RmsNormReference(const float* x, int64_t rows, int64_t dim, const NormParams& p,
+                      float* y);
+
+// Per-thread state of the fast kernels (oneDNN engine, stream, cached primitives,
+// scratch buffers). Not thread-safe; cheap to keep one per worker thread.
+class NormContext {
+ public:
+  NormContext();
+  ~NormContext();
+  NormContext(const NormContext&) = delete;
+  NormContext& operator=(const NormContext&) = delete;
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+  // How many oneDNN primitives this context holds (bounded; for tests and metrics).
+  int64_t CachedPrimitiveCount() const;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Fast kernels, same contract as the references.
+void LayerNorm(NormContext& ctx, const float* x, int64_t rows, int64_t dim,
+               const NormParams& p, float* y);
+void RmsNorm(NormContext& ctx, const float* x, int64_t rows, int64_t dim,
+             const NormParams& p, float* y);
+
+}  // namespace layerserve::kernels
+
+#endif  // LAYERSERVE_KERNELS_NORM_H_
