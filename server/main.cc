@@ -1,0 +1,176 @@
+// layerserve: the gRPC server binary.
+//
+// Start-up prints one line per listener ("layerserve: gRPC listening on HOST:PORT",
+// "layerserve: metrics on http://HOST:PORT/metrics"); with --port=0 or
+// --metrics-port=0 the OS picks the port and the line tells which.
+// SIGTERM or SIGINT drains: health turns NOT_SERVING, new RPCs get UNAVAILABLE,
+// accepted RPCs finish (up to --shutdown-grace), and the process exits 0. The signals
+// are taken with sigwait(), so this also works as PID 1 in a container, where the
+// kernel would ignore a default-disposition SIGTERM.
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <prometheus/exposer.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "server/health_service.h"
+#include "server/metrics.h"
+#include "server/service.h"
+#include "server/worker_pool.h"
+
+ABSL_FLAG(std::string, host, "0.0.0.0",
+          "Address the gRPC and metrics listeners bind to (0.0.0.0: all IPv4).");
+ABSL_FLAG(int, port, 50051, "gRPC port; 0 lets the OS pick one (printed at start).");
+ABSL_FLAG(int, metrics_port, 9464,
+          "Prometheus /metrics port; 0 lets the OS pick one, -1 disables it.");
+ABSL_FLAG(int64_t, max_message_bytes, int64_t{256} << 20,
+          "Largest request or response message in bytes.");
+ABSL_FLAG(int, compute_threads, 0,
+          "Worker threads that run kernels; 0 = one per online CPU.");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(30),
+          "On SIGTERM/SIGINT, how long accepted RPCs may take to finish before they "
+          "are cancelled.");
+
+namespace layerserve {
+namespace {
+
+std::string HostPort(const std::string& host, int port) {
+  // IPv6 literals need brackets.
+  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+// How long a draining server must see no new call before it closes its
+// connections.
+constexpr absl::Duration kDrainQuietPeriod = absl::Milliseconds(250);
+
+int ComputeThreads() {
+  const int flag = absl::GetFlag(FLAGS_compute_threads);
+  if (flag > 0) return flag;
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores > 0 ? static_cast<int>(cores) : 1;
+}
+
+int Run() {
+  // Block the stop signals before any thread exists, so every thread inherits the
+  // mask and only sigwait() below receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  const std::string host = absl::GetFlag(FLAGS_host);
+  const int64_t max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  if (max_message_bytes < 1 || max_message_bytes > INT32_MAX) {
+    std::fprintf(stderr, "layerserve: --max-message-bytes must be in [1, %d]\n",
+                 INT32_MAX);
+    return 2;
+  }
+
+  Metrics metrics;
+  std::optional<prometheus::Exposer> exposer;
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    const std::string address = HostPort(host, absl::GetFlag(FLAGS_metrics_port));
+    try {
+      exposer.emplace(address, /*num_threads=*/1);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "layerserve: cannot serve metrics on %s: %s\n",
+                   address.c_str(), e.what());
+      return 1;
+    }
+    exposer->RegisterCollectable(metrics.registry());
+  }
+
+  WorkerPool pool(ComputeThreads());
+  LayerServiceImpl service(&pool, &metrics);
+
+  HealthService health({v1::LayerService::service_full_name()});
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(HostPort(host, absl::GetFlag(FLAGS_port)),
+                           grpc::InsecureServerCredentials(), &grpc_port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
+  builder.RegisterService(&service);
+  builder.RegisterService(&health);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || grpc_port == 0) {
+    std::fprintf(stderr, "layerserve: cannot listen on %s\n",
+                 HostPort(host, absl::GetFlag(FLAGS_port)).c_str());
+    return 1;
+  }
+  health.SetServing(true);
+
+  std::printf("layerserve: gRPC listening on %s\n", HostPort(host, grpc_port).c_str());
+  if (exposer) {
+    std::printf("layerserve: metrics on http://%s/metrics\n",
+                HostPort(host, exposer->GetListeningPorts().at(0)).c_str());
+  }
+  std::fflush(stdout);
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
+  // Drain. Health first, so load balancers stop sending; then new calls are refused
+  // with UNAVAILABLE while accepted ones finish, until none runs and none has
+  // arrived for a moment (requests still uploading then get UNAVAILABLE too, not a
+  // cancelled stream). Only then gRPC's Shutdown: it would wait for health Watch
+  // streams (ended first) and cancel whatever runs at its deadline.
+  health.SetServing(false);
+  service.StartDraining();
+  const absl::Time deadline = absl::Now() + grace;
+  std::printf("layerserve: signal %d, draining %lld accepted calls (grace %s)\n",
+              signal_number, static_cast<long long>(service.calls().inflight()),
+              absl::FormatDuration(grace).c_str());
+  std::fflush(stdout);
+  if (!service.calls().AwaitIdle(kDrainQuietPeriod, deadline)) {
+    std::printf("layerserve: grace over with %lld calls running; cancelling them\n",
+                static_cast<long long>(service.calls().inflight()));
+    std::fflush(stdout);
+  }
+  health.Shutdown();
+  server->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));
+  server->Wait();
+  pool.Stop();
+  std::printf("layerserve: stopped\n");
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace layerserve
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Serves Transformer layer computations over gRPC (layerserve.v1.LayerService).");
+  // Flags are documented as --metrics-port; absl names them --metrics_port (a C++
+  // identifier). Accept both spellings by rewriting dashes in flag names.
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& arg = args[i];
+    if (arg == "--") break;
+    if (arg.rfind("--", 0) != 0) continue;
+    const size_t name_end = std::min(arg.find('='), arg.size());
+    std::replace(arg.begin() + 2, arg.begin() + name_end, '-', '_');
+  }
+  std::vector<char*> arg_pointers;
+  for (std::string& arg : args) arg_pointers.push_back(arg.data());
+  absl::ParseCommandLine(static_cast<int>(arg_pointers.size()), arg_pointers.data());
+  return layerserve::Run();
+}

@@ -1,0 +1,40 @@
+// The Normalize RPC apart from transport: request validation (every error names its
+// field) and execution on a kernel context. Stateless; safe from any thread.
+#ifndef LAYERSERVE_SERVER_NORMALIZE_H_
+#define LAYERSERVE_SERVER_NORMALIZE_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/norm.h"
+#include "layerserve/v1/layerserve.pb.h"
+#include "server/tensor_codec.h"
+
+namespace layerserve {
+
+// A Normalize request that passed validation, its tensors already float32.
+struct NormalizeJob {
+  v1::NormKind kind = v1::LAYER_NORM;
+  DecodedTensor input;
+  std::vector<float> weight;    // Empty: no scale.
+  std::vector<float> bias;      // Empty: no shift.
+  std::vector<float> residual;  // Empty: no fused residual add.
+  float epsilon = 0;
+  bool weight_offset = false;
+  kernels::ElementType output_type = kernels::ElementType::kFloat32;
+};
+
+inline constexpr float kDefaultLayerNormEpsilon = 1e-5f;
+inline constexpr float kDefaultRmsNormEpsilon = 1e-6f;
+
+// INVALID_ARGUMENT naming the field for every malformed request.
+absl::StatusOr<NormalizeJob> ParseNormalizeRequest(const v1::NormalizeRequest& request);
+
+// Runs the kernel and fills `response`. Returns the number of output values that
+// overflowed a 16-bit output dtype.
+int64_t RunNormalize(kernels::NormContext& context, const NormalizeJob& job,
+                     v1::NormalizeResponse* response);
+
+}  // namespace layerserve
+
+#endif  // LAYERSERVE_SERVER_NORMALIZE_H_
