@@ -1,0 +1,104 @@
+#include "client/tensor_util.h"
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace layerserve::client {
+namespace {
+
+// `count` values of `from` in `src` as `to`, copied unchanged when the types match.
+std::string ConvertValues(kernels::ElementType from, const std::string& src,
+                          int64_t count, kernels::ElementType to, int64_t* saturated) {
+  if (saturated != nullptr) *saturated = 0;
+  if (from == to) return src;
+  std::vector<float> values(count);
+  kernels::ConvertToFloat32(from, src.data(), count, values.data());
+  std::string out(count * kernels::ElementSize(to), '\0');
+  const int64_t overflowed =
+      kernels::ConvertFromFloat32(to, values.data(), count, out.data());
+  if (saturated != nullptr) *saturated = overflowed;
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<kernels::ElementType> ElementTypeFromProto(v1::DataType dtype) {
+  switch (dtype) {
+    case v1::FLOAT32:
+      return kernels::ElementType::kFloat32;
+    case v1::BFLOAT16:
+      return kernels::ElementType::kBfloat16;
+    case v1::FLOAT16:
+      return kernels::ElementType::kFloat16;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unsupported dtype ", v1::DataType_Name(dtype).empty()
+                                             ? absl::StrCat(static_cast<int>(dtype))
+                                             : v1::DataType_Name(dtype)));
+}
+
+v1::DataType ProtoFromElementType(kernels::ElementType type) {
+  switch (type) {
+    case kernels::ElementType::kFloat32:
+      return v1::FLOAT32;
+    case kernels::ElementType::kBfloat16:
+      return v1::BFLOAT16;
+    case kernels::ElementType::kFloat16:
+      return v1::FLOAT16;
+  }
+  return v1::DATA_TYPE_UNSPECIFIED;
+}
+
+absl::StatusOr<v1::Tensor> TensorFromNpy(const NpyArray& array, v1::DataType wire_dtype,
+                                         int64_t* saturated) {
+  absl::StatusOr<kernels::ElementType> type = ElementTypeFromProto(wire_dtype);
+  if (!type.ok()) return type.status();
+  v1::Tensor tensor;
+  tensor.mutable_shape()->Add(array.shape.begin(), array.shape.end());
+  tensor.set_dtype(wire_dtype);
+  tensor.set_data(
+      ConvertValues(array.dtype, array.data, array.NumElements(), *type, saturated));
+  return tensor;
+}
+
+absl::StatusOr<NpyArray> NpyFromTensor(const v1::Tensor& tensor,
+                                       kernels::ElementType npy_dtype,
+                                       int64_t* saturated) {
+  if (npy_dtype == kernels::ElementType::kBfloat16) {
+    return absl::InvalidArgumentError("bfloat16 has no .npy dtype");
+  }
+  absl::StatusOr<kernels::ElementType> type = ElementTypeFromProto(tensor.dtype());
+  if (!type.ok()) return type.status();
+  const std::string shape = absl::StrCat("[", absl::StrJoin(tensor.shape(), ","), "]");
+  // Multiply with an overflow guard: a malformed shape must give an error, not UB.
+  int64_t elements = 1;
+  for (int64_t dim : tensor.shape()) {
+    if (dim < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("negative dimension in shape ", shape));
+    }
+    if (dim != 0 && elements > std::numeric_limits<int64_t>::max() / 4 / dim) {
+      return absl::InvalidArgumentError(absl::StrCat("shape ", shape, " is too large"));
+    }
+    elements *= dim;
+  }
+  const int64_t needed = elements * kernels::ElementSize(*type);
+  if (static_cast<int64_t>(tensor.data().size()) != needed) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shape ", shape, " ", v1::DataType_Name(tensor.dtype()), " needs ",
+                     needed, " bytes, got ", tensor.data().size()));
+  }
+  NpyArray array;
+  array.shape.assign(tensor.shape().begin(), tensor.shape().end());
+  array.dtype = npy_dtype;
+  array.data = ConvertValues(*type, tensor.data(), elements, npy_dtype, saturated);
+  return array;
+}
+
+}  // namespace layerserve::client
