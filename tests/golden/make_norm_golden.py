@@ -1,0 +1,146 @@
+"""Writes tests/golden/norm_golden.json: LayerNorm and RMSNorm cases computed by PyTorch.
+
+Run from anywhere with Debian's interpreter (the one that has torch):
+
+    /usr/bin/python3 tests/golden/make_norm_golden.py
+
+The output is committed; rerun only when the cases change. Seeded, so a rerun with
+the same torch gives the same file.
+
+What PyTorch computes (float32 throughout):
+  layer_norm  torch.nn.functional.layer_norm(x, [D], weight, bias, eps)
+  rms_norm    x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w  (Llama),
+              with w replaced by (1 + w) when weight_offset (Gemma).
+  residual    s = x + residual is normalized instead of x; s is also expected back
+              as expected_residual_out (the fused add + norm of inference engines).
+
+Every input, weight, bias and residual value is exactly representable in bfloat16
+(rounded through torch.bfloat16 here), so the same expected output serves a test
+that sends the inputs as BFLOAT16. Tolerances for consumers of this file:
+  FLOAT32 wire:   |got - expected| <= 1e-5 * max(1, |expected|)
+  BFLOAT16 wire:  |got - expected| <= 2e-2 * max(1, |expected|)
+(the bfloat16 bound covers rounding the output to 8 significant bits, 2^-9 relative,
+with margin; residual_out is bit-exact in float32.)
+
+Numbers: each is written as the shortest decimal that, read as a double and then
+rounded to float32, gives back the exact float32 value; the script checks this for
+every number before writing. Schema:
+  {"generator", "torch_version", "seed", "cases": [{"name", "kind", "shape",
+   "epsilon", "weight_offset", "input", "weight"|null, "bias"|null,
+   "residual"|null, "expected", "expected_residual_out"|null}]}
+Arrays are flat, row-major; shape's last entry is the normalized dimension.
+"""
+
+import json
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+SEED = 20240611
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "norm_golden.json")
+
+# A dozen small cases (the file stays under ~300 KB): dims 1, 7, 64, 128, 256, 768,
+# 4097, batched [B, T, D] shapes, epsilon variants, weight/bias present or absent.
+# name, kind, shape, epsilon, weight ("plain" | "offset" | None), bias, residual
+CASES = [
+    # dim 1 has zero variance, so y = bias exactly; PyTorch's float32 mean is off by
+    # an ulp there, amplified by 1/sqrt(eps) (2.6e-5 at eps 1e-5). eps = 0.1 keeps
+    # PyTorch's own error inside the FLOAT32 tolerance.
+    ("layer_norm_d1_eps0.1", "layer_norm", [3, 1], 0.1, "plain", True, False),
+    ("layer_norm_d7_no_affine", "layer_norm", [2, 7], 1e-5, None, False, False),
+    ("layer_norm_d64_weight_eps1e-6", "layer_norm", [3, 64], 1e-6, "plain", False, False),
+    ("layer_norm_bsd_2x3x64", "layer_norm", [2, 3, 64], 1e-5, "plain", True, False),
+    ("layer_norm_d768", "layer_norm", [1, 768], 1e-5, "plain", True, False),
+    ("layer_norm_d256_residual", "layer_norm", [1, 256], 1e-5, "plain", True, True),
+    ("layer_norm_d4097_eps1e-12", "layer_norm", [1, 4097], 1e-12, None, False, False),
+    ("rms_norm_d1", "rms_norm", [2, 1], 1e-6, "plain", False, False),
+    ("rms_norm_d7_no_weight", "rms_norm", [3, 7], 1e-6, None, False, False),
+    ("rms_norm_d64_gemma", "rms_norm", [2, 64], 1e-6, "offset", False, False),
+    ("rms_norm_d768_eps1e-5", "rms_norm", [1, 768], 1e-5, "plain", False, False),
+    ("rms_norm_d256_residual", "rms_norm", [2, 256], 1e-6, "plain", False, True),
+    ("rms_norm_bsd_2x2x128_gemma_residual", "rms_norm", [2, 2, 128], 1e-6, "offset", False,
+     True),
+    ("rms_norm_d4097_no_weight", "rms_norm", [1, 4097], 1e-6, None, False, False),
+]
+
+
+def bf16_exact(t):
+    """Rounds a float32 tensor to the nearest bfloat16 values, kept as float32."""
+    return t.to(torch.bfloat16).to(torch.float32)
+
+
+def short_float(v):
+    """The shortest decimal for float32 v that reads back exactly (see docstring)."""
+    f32 = np.float32(v)
+    d = float(str(f32))  # numpy prints the shortest string that identifies a float32
+    if np.float32(d) != f32:
+        # Double rounding (decimal -> double -> float32) can in principle cross a
+        # float32 midpoint; fall back to the exact double value.
+        d = float(f32)
+    assert np.float32(d).tobytes() == f32.tobytes(), (v, d)
+    return d
+
+
+def floats(t):
+    return None if t is None else [short_float(v) for v in t.reshape(-1).tolist()]
+
+
+def rms_norm(x, eps, w, offset):
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    if w is not None:
+        y = y * ((1.0 + w) if offset else w)
+    return y
+
+
+def make_case(gen, name, kind, shape, eps, weight_mode, has_bias, has_residual):
+    dim = shape[-1]
+    x = bf16_exact(torch.randn(shape, generator=gen) * 1.5 + 0.25)
+    # Gemma stores small weights around 0 (scale 1 + w); others around 1.
+    w = None
+    if weight_mode == "offset":
+        w = bf16_exact(torch.randn(dim, generator=gen) * 0.3)
+    elif weight_mode == "plain":
+        w = bf16_exact(1.0 + torch.randn(dim, generator=gen) * 0.3)
+    b = bf16_exact(torch.randn(dim, generator=gen) * 0.5) if has_bias else None
+    r = bf16_exact(torch.randn(shape, generator=gen)) if has_residual else None
+
+    s = x + r if r is not None else x  # float32 add, as the kernels do it
+    if kind == "layer_norm":
+        y = F.layer_norm(s, [dim], w, b, eps)
+    else:
+        y = rms_norm(s, eps, w, weight_mode == "offset")
+    assert y.dtype == torch.float32 and torch.isfinite(y).all()
+    return {
+        "name": name,
+        "kind": kind,
+        "shape": shape,
+        "epsilon": short_float(eps),
+        "weight_offset": weight_mode == "offset",
+        "input": floats(x),
+        "weight": floats(w),
+        "bias": floats(b),
+        "residual": floats(r),
+        "expected": floats(y),
+        "expected_residual_out": floats(s) if r is not None else None,
+    }
+
+
+def main():
+    torch.manual_seed(SEED)
+    gen = torch.Generator().manual_seed(SEED)
+    doc = {
+        "generator": "tests/golden/make_norm_golden.py",
+        "torch_version": torch.__version__,
+        "seed": SEED,
+        "cases": [make_case(gen, *c) for c in CASES],
+    }
+    with open(OUT, "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+        f.write("\n")
+    print(f"wrote {OUT}: {len(doc['cases'])} cases, {os.path.getsize(OUT)} bytes")
+
+
+if __name__ == "__main__":
+    main()

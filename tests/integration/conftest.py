@@ -1,0 +1,97 @@
+"""Starts the real layerserve binary on ephemeral loopback ports for the tests.
+
+Paths come from CTest's environment (tests/integration/CMakeLists.txt):
+LAYERSERVE_SERVER, LAYERSERVE_CLI, LAYERSERVE_SOURCE_DIR; PYTHONPATH holds the
+generated stubs.
+"""
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+
+import pytest
+
+SERVER = os.environ.get("LAYERSERVE_SERVER", "build/server/layerserve")
+CLI = os.environ.get("LAYERSERVE_CLI", "build/client/layerserve-cli")
+SOURCE_DIR = os.environ.get("LAYERSERVE_SOURCE_DIR", ".")
+
+_GRPC_LINE = re.compile(r"gRPC listening on (\S+)")
+_METRICS_LINE = re.compile(r"metrics on (http://\S+)")
+
+
+class ServerProcess:
+    """A running layerserve: its gRPC target, metrics URL and captured stdout."""
+
+    def __init__(self, *extra_args, wrapper=()):
+        args = [*wrapper, SERVER, "--host=127.0.0.1", "--port=0", "--metrics-port=0",
+                *extra_args]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        self.lines = []
+        self.target = None
+        self.metrics_url = None
+        ready = threading.Event()
+
+        def read_output():
+            for line in self.proc.stdout:
+                self.lines.append(line)
+                if m := _GRPC_LINE.search(line):
+                    self.target = m.group(1)
+                if m := _METRICS_LINE.search(line):
+                    self.metrics_url = m.group(1)
+                if self.target and self.metrics_url:
+                    ready.set()
+            ready.set()  # The process ended: stop waiting.
+
+        self._reader = threading.Thread(target=read_output, daemon=True)
+        self._reader.start()
+        if not ready.wait(timeout=30) or not self.target:
+            self.proc.kill()
+            raise RuntimeError("layerserve did not start:\n" + "".join(self.lines))
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(self.metrics_url, timeout=10) as response:
+            return response.read().decode()
+
+    def metric_value(self, name: str) -> float:
+        """The value of an unlabelled sample `name` in /metrics."""
+        for line in self.metrics().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        raise KeyError(name)
+
+    def stop(self, sig=signal.SIGTERM, timeout=60) -> int:
+        """Sends `sig` and returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=10)
+        return code
+
+    def output(self) -> str:
+        return "".join(self.lines)
+
+
+@pytest.fixture(scope="module")
+def server():
+    """One server for a test module; it must shut down cleanly (exit 0) afterwards."""
+    process = ServerProcess()
+    yield process
+    code = process.stop()
+    assert code == 0, process.output()
+
+
+def run_cli(*args, timeout=60):
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def wait_for(predicate, timeout=10.0, interval=0.005):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False

@@ -1,0 +1,139 @@
+"""The running server seen from outside: health, reflection, the CLI, the Python
+example and /metrics."""
+import os
+import shutil
+import subprocess
+import sys
+
+import grpc
+import numpy as np
+import pytest
+
+from conftest import SOURCE_DIR, run_cli
+from grpc_std import health_pb2, health_pb2_grpc
+from grpc_std import reflection_pb2, reflection_pb2_grpc
+
+SERVICE = "layerserve.v1.LayerService"
+
+
+def test_health_is_serving(server):
+    with grpc.insecure_channel(server.target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        for service in ("", SERVICE):
+            reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING, service
+        watch = stub.Watch(health_pb2.HealthCheckRequest(service=SERVICE), timeout=10)
+        assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+        watch.cancel()
+        with pytest.raises(grpc.RpcError) as error:
+            stub.Check(health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=10)
+        assert error.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_reflection_lists_and_describes_the_service(server):
+    with grpc.insecure_channel(server.target) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        requests = [
+            reflection_pb2.ServerReflectionRequest(list_services=""),
+            reflection_pb2.ServerReflectionRequest(file_containing_symbol=SERVICE),
+        ]
+        replies = list(stub.ServerReflectionInfo(iter(requests), timeout=10))
+    services = {s.name for s in replies[0].list_services_response.service}
+    assert SERVICE in services
+    assert "grpc.health.v1.Health" in services
+    files = replies[1].file_descriptor_response.file_descriptor_proto
+    assert files, replies[1]
+    from google.protobuf import descriptor_pb2
+    names = [descriptor_pb2.FileDescriptorProto.FromString(f).name for f in files]
+    assert "layerserve/v1/layerserve.proto" in names
+
+
+def test_cli_health(server):
+    result = run_cli("--target", server.target, "health")
+    assert result.returncode == 0, result.stderr
+    assert "SERVING" in result.stdout
+
+
+def test_cli_list_models(server):
+    result = run_cli("--target", server.target, "list-models")
+    assert result.returncode == 0, result.stderr
+
+
+def _layer_norm(x, w, b, eps):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * w + b
+
+
+def _rms_norm(x, w, eps):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+@pytest.mark.parametrize("wire", ["float32", "bfloat16"])
+def test_cli_normalize_round_trips_npy(server, tmp_path, kind, wire):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 5, 33)).astype(np.float64)
+    w = rng.standard_normal(33)
+    b = rng.standard_normal(33)
+    np.save(tmp_path / "x.npy", x.astype(np.float32))
+    np.save(tmp_path / "w.npy", w.astype(np.float32))
+    np.save(tmp_path / "b.npy", b.astype(np.float32))
+    args = ["--target", server.target, "normalize", "--kind", kind,
+            "--input", str(tmp_path / "x.npy"), "--weight", str(tmp_path / "w.npy"),
+            "--eps", "1e-5", "--wire-dtype", wire, "--out", str(tmp_path / "y.npy")]
+    if kind == "layer":
+        args += ["--bias", str(tmp_path / "b.npy")]
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr
+    y = np.load(tmp_path / "y.npy")
+    assert y.dtype == np.float32 and y.shape == x.shape
+    if wire == "bfloat16":  # The server saw inputs rounded to bfloat16.
+        x = _round_bf16(x)
+        w = _round_bf16(w)
+        b = _round_bf16(b)
+    want = _layer_norm(x, w, b, 1e-5) if kind == "layer" else _rms_norm(x, w, 1e-5)
+    tolerance = 1e-5 if wire == "float32" else 2e-2
+    assert np.all(np.abs(y - want) <= tolerance * np.maximum(1, np.abs(want)))
+
+
+def _round_bf16(a):
+    bits = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return rounded.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def test_cli_reports_invalid_argument(server, tmp_path):
+    np.save(tmp_path / "x.npy", np.ones((2, 4), np.float32))
+    np.save(tmp_path / "w.npy", np.ones(5, np.float32))
+    result = run_cli("--target", server.target, "normalize", "--kind", "rms",
+                     "--input", str(tmp_path / "x.npy"), "--weight", str(tmp_path / "w.npy"),
+                     "--out", str(tmp_path / "y.npy"))
+    assert result.returncode == 2
+    assert "INVALID_ARGUMENT" in result.stderr
+    assert "weight.shape: length 5 does not match input's last dimension 4" in result.stderr
+    assert not (tmp_path / "y.npy").exists()
+
+
+def test_python_example(server):
+    example = os.path.join(SOURCE_DIR, "examples", "python", "normalize.py")
+    result = subprocess.run([sys.executable, example, "--target", server.target],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "max |server - numpy|" in result.stdout
+
+
+def test_metrics_pass_promtool_and_count_requests(server, tmp_path):
+    run_cli("--target", server.target, "health")  # Not a LayerService call.
+    np.save(tmp_path / "x.npy", np.ones((3, 8), np.float32))
+    assert run_cli("--target", server.target, "normalize", "--kind", "layer", "--input",
+                   str(tmp_path / "x.npy"), "--out", str(tmp_path / "y.npy")).returncode == 0
+    text = server.metrics()
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool (Debian package prometheus) is required"
+    check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                           text=True, timeout=30)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert 'layerserve_requests_total{code="OK",method="Normalize"}' in text
+    assert 'layerserve_request_duration_seconds_bucket{method="Normalize",le="+Inf"}' in text
+    assert "layerserve_build_info{" in text

@@ -1,0 +1,89 @@
+"""SIGTERM and SIGINT drain the server: health turns NOT_SERVING, accepted calls
+finish, new ones get UNAVAILABLE, and the process exits 0 (also as PID 1)."""
+import os
+import re
+import signal
+import subprocess
+
+import grpc
+import numpy as np
+import pytest
+
+from conftest import CLI, ServerProcess, wait_for
+from grpc_std import health_pb2, health_pb2_grpc
+
+# Large enough (32 MiB) that calls queue up behind one compute thread.
+ROWS, DIM = 2048, 4096
+CALLS = 12
+_DRAINING = re.compile(r"draining (\d+) accepted calls")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_during_calls_finishes_accepted_calls_and_exits_zero(sig, tmp_path):
+    server = ServerProcess("--compute-threads=1", "--shutdown-grace=60s")
+    x = np.random.default_rng(1).standard_normal((ROWS, DIM)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    with grpc.insecure_channel(server.target) as channel:
+        health = health_pb2_grpc.HealthStub(channel).Watch(
+            health_pb2.HealthCheckRequest(service="layerserve.v1.LayerService"),
+            timeout=120)
+        assert next(health).status == health_pb2.HealthCheckResponse.SERVING
+
+        # Separate client processes, so the load does not wait on this
+        # interpreter's GIL.
+        clients = [subprocess.Popen(
+            [CLI, "--target", server.target, "--timeout-ms", "120000", "normalize",
+             "--kind", "layer", "--input", str(tmp_path / "x.npy"),
+             "--out", str(tmp_path / f"y{i}.npy")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for i in range(CALLS)]
+        assert wait_for(lambda: server.metric_value("layerserve_inflight_requests") >= 2,
+                        timeout=60), "calls never queued up in the server"
+        server.proc.send_signal(sig)
+
+        # Health announces the drain before the server goes away.
+        statuses = []
+        try:
+            for reply in health:
+                statuses.append(reply.status)
+        except grpc.RpcError:
+            pass
+        assert health_pb2.HealthCheckResponse.NOT_SERVING in statuses
+
+    results = [(c.wait(timeout=120), c.stderr.read()) for c in clients]
+    assert server.stop(timeout=120) == 0, server.output()
+    accepted = int(_DRAINING.search(server.output()).group(1))
+    assert accepted >= 1, server.output()
+    ok = [i for i, (code, _) in enumerate(results) if code == 0]
+    refused = [i for i, (code, err) in enumerate(results)
+               if code == 2 and "UNAVAILABLE" in err]
+    # Every call is answered: OK, or refused as UNAVAILABLE; none is lost.
+    assert len(ok) + len(refused) == CALLS, results
+    # Calls accepted before the signal all finish, with the right numbers.
+    assert len(ok) >= accepted, (len(ok), accepted, server.output())
+    mean = x.mean(-1, keepdims=True)
+    want = (x - mean) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    for i in ok:
+        assert np.allclose(np.load(tmp_path / f"y{i}.npy"), want, rtol=1e-4, atol=1e-4)
+    assert "stopped" in server.output()
+
+
+def test_exits_zero_as_pid_1_on_sigterm():
+    """As a container's PID 1 the kernel drops default-disposition SIGTERM; the
+    server must still drain and exit 0. unshare gives it PID 1 in a new namespace."""
+    if os.geteuid() != 0:
+        pytest.fail("this test needs root for unshare --pid (CI runs as root)")
+    server = ServerProcess(wrapper=("unshare", "--pid", "--fork", "--kill-child"))
+    # The server is unshare's child.
+    children = open(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children").read().split()
+    assert len(children) == 1
+    child = int(children[0])
+    nspid = [l for l in open(f"/proc/{child}/status") if l.startswith("NSpid:")][0].split()
+    assert nspid[-1] == "1", nspid
+    with grpc.insecure_channel(server.target) as channel:
+        reply = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(), timeout=10)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    os.kill(child, signal.SIGTERM)
+    assert server.proc.wait(timeout=60) == 0, server.output()
+    assert "stopped" in server.output()
