@@ -9,10 +9,11 @@
 // Semantics are PyTorch's in float32: LayerNorm y = (x - mean) / sqrt(var + eps) * w
 // + b with the biased variance (torch.nn.functional.layer_norm); RMSNorm
 // y = x / sqrt(mean(x^2) + eps) * w (Llama's, in float32). A row whose float32
-// statistics are not finite -- it holds NaN or Inf, or is so large (|x| >~ 1e17)
-// that its sum of squares overflows float32 -- comes out all NaN, never half-finite.
-// A zero-variance row comes out as the bias. With epsilon = 0, rows of |x| <~ 1e-19
-// lose their variance to float32 underflow (as in PyTorch); use epsilon > 0.
+// statistics are not finite -- it holds NaN or Inf, or is so large (|x| >~ 1e17 to
+// 1e19, by dim) that its sum of squares overflows float32 -- comes out all NaN,
+// never half-finite. A zero-variance row comes out as the bias (up to the float32
+// rounding of its mean). With epsilon = 0, rows of |x| <~ 1e-19 lose their variance
+// to float32 underflow (as in PyTorch); use epsilon > 0.
 //
 // Threads: LayerNorm runs oneDNN, whose OpenMP runtime parallelizes each call over
 // omp_get_max_threads() of the calling thread. Callers that run kernels on their
