@@ -1,6 +1,6 @@
-// LayerNorm through oneDNN's layer_normalization primitive, the per-thread
-// NormContext that caches its primitives, and the choice between it and the hand
-// loop (norm_loops.cc) by shape.
+// LayerNorm through oneDNN's layer_normalization primitive and the per-thread
+// NormContext that caches its primitives; LayerNorm() itself, which takes the
+// Highway hand loop (norm_loops.cc) on every shape.
 //
 // Threading: nothing here starts threads or OpenMP regions itself, but oneDNN (built
 // with the OpenMP runtime) parallelizes a primitive over omp_get_max_threads() of the
@@ -58,13 +58,6 @@ struct LayerNormEntry {
 // process-wide primitive cache, so the JIT code is usually reused.
 constexpr size_t kMaxCachedPrimitives = 64;
 
-// Up to this many elements (one row of 4096) LayerNorm() takes the hand loop.
-// Measured on the target machine (AVX-512, 1 thread; loop vs oneDNN, best of 5):
-// oneDNN costs ~0.5 us per execute before any work, so the loop wins for one row
-// (1x768: 0.28 vs 0.65 us, 1x4096: 1.35 vs 1.65 us); they tie at 4x768 and
-// 2x4096, and oneDNN's AVX-512 code wins beyond (16x768: 2.6 vs 4.4 us).
-constexpr int64_t kLoopMaxElements = 4096;
-
 uint32_t FloatBits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
@@ -98,10 +91,15 @@ LayerNormEntry& NormContext::Impl::GetLayerNorm(const LayerNormKey& key) {
   const memory::desc channel_md({key.dim}, memory::data_type::f32, memory::format_tag::a);
   float epsilon;
   std::memcpy(&epsilon, &key.epsilon_bits, sizeof epsilon);
-  // forward_training, not forward_inference: the computation is the same, but it
-  // also outputs each row's variance, the only way oneDNN 2.6 reveals a row whose
-  // float32 variance overflowed (|x| >~ 1e17). Such a row would otherwise come out
-  // silently as the bias; with the variance we turn it into NaN, as PyTorch does.
+  // forward_training, not forward_inference: it also outputs each row's variance,
+  // the only way oneDNN 2.6 reveals a row whose float32 variance overflowed
+  // (|x| >~ 1e17). Such a row would otherwise come out silently as the bias; with
+  // the variance we turn it into NaN, as PyTorch does. forward_inference is no
+  // faster: oneDNN 2.6 runs the same kernel (measured on the target machine, one
+  // thread, best of 15-51, training vs inference: 1x768 0.54 vs 0.54 us, 16x4096
+  // 18.0 vs 18.0 us, 512x4096 1.03 vs 1.06 ms, 4096x4096 10.8 vs 10.8 ms), and
+  // keeping the NaN rows without the variance would cost another pass over the
+  // input (which in-place calls have already overwritten).
   const dnnl::layer_normalization_forward::desc desc(
       dnnl::prop_kind::forward_training, data_md, stat_md, epsilon,
       static_cast<dnnl::normalization_flags>(key.flags));
@@ -144,10 +142,6 @@ int64_t NormContext::CachedPrimitiveCount() const {
 }
 
 namespace internal {
-
-bool LayerNormUsesLoop(int64_t rows, int64_t dim) {
-  return rows * dim <= kLoopMaxElements;
-}
 
 void LayerNormOneDnn(NormContext& ctx, const float* x, int64_t rows, int64_t dim,
                      const NormParams& p, float* y) {
@@ -210,13 +204,17 @@ void LayerNormOneDnn(NormContext& ctx, const float* x, int64_t rows, int64_t dim
 
 }  // namespace internal
 
-void LayerNorm(NormContext& ctx, const float* x, int64_t rows, int64_t dim,
+// The Highway hand loop on every shape. Measured on the target machine (AVX-512,
+// one thread, bench/norm_bench.cc BM_Path*, median CPU time of 5, loop vs
+// oneDNN): one row of 768 0.11 vs 0.73 us (oneDNN costs ~0.5 us per execute
+// before any work), 4 rows 2.1-2.3x faster, 16 to 128 rows of 768 1.2-1.3x, 512
+// rows of 768 a tie (78 vs 81 us), rows of 4096 and 8192 1.3-2.1x, 4096x4096
+// 6.4 vs 11.9 ms (the loop streams large outputs; oneDNN does not). oneDNN wins
+// on no shape, so it stays only as internal::LayerNormOneDnn, the baseline that
+// benchmarks and tests compare to.
+void LayerNorm(NormContext& /*ctx*/, const float* x, int64_t rows, int64_t dim,
                const NormParams& p, float* y) {
-  if (internal::LayerNormUsesLoop(rows, dim)) {
-    internal::LayerNormLoop(x, rows, dim, p, y);
-  } else {
-    internal::LayerNormOneDnn(ctx, x, rows, dim, p, y);
-  }
+  internal::LayerNormLoop(x, rows, dim, p, y);
 }
 
 }  // namespace layerserve::kernels

@@ -2,9 +2,11 @@
 // scale (plain or Gemma's 1 + weight), shift (LayerNorm) and fused residual add.
 //
 // Every fast kernel here has a scalar *Reference twin with the same contract; tests
-// hold one to the other. All functions are pure on plain memory; the fast ones keep
-// per-caller state (oneDNN primitives) in a NormContext, which is not thread-safe:
-// give each worker thread its own.
+// hold one to the other. All functions are pure on plain memory. The fast ones are
+// Highway loops dispatched at run time to the best instruction set of the CPU
+// (AVX-512, AVX2, SSE4, ...); they take a NormContext for per-caller state (the
+// oneDNN LayerNorm kept internally as a baseline caches its primitives there),
+// which is not thread-safe: give each worker thread its own.
 //
 // Semantics are PyTorch's in float32: LayerNorm y = (x - mean) / sqrt(var + eps) * w
 // + b with the biased variance (torch.nn.functional.layer_norm); RMSNorm
@@ -15,10 +17,13 @@
 // rounding of its mean). With epsilon = 0, rows of |x| <~ 1e-19 lose their variance
 // to float32 underflow (as in PyTorch); use epsilon > 0.
 //
-// Threads: LayerNorm runs oneDNN, whose OpenMP runtime parallelizes each call over
-// omp_get_max_threads() of the calling thread. Callers that run kernels on their
-// own worker threads call omp_set_num_threads(1) on each worker first, so no call
-// spawns an OpenMP team. The kernels themselves never start threads.
+// Threads: the kernels never start threads; each call runs on its caller's thread.
+// (The internal oneDNN LayerNorm parallelizes over omp_get_max_threads() of the
+// calling thread, so callers that run kernels on their own worker threads call
+// omp_set_num_threads(1) on each worker first.)
+//
+// Outputs of 8 MiB or more are written with non-temporal stores (they bypass the
+// caches; the kernel orders them with a store fence before returning).
 #ifndef LAYERSERVE_KERNELS_NORM_H_
 #define LAYERSERVE_KERNELS_NORM_H_
 

@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "server/health_service.h"
 #include "server/metrics.h"
+#include "server/model_repository.h"
 #include "server/service.h"
 #include "server/worker_pool.h"
 
@@ -41,6 +42,11 @@ ABSL_FLAG(int64_t, max_message_bytes, int64_t{256} << 20,
           "Largest request or response message in bytes.");
 ABSL_FLAG(int, compute_threads, 0,
           "Worker threads that run kernels; 0 = one per online CPU.");
+ABSL_FLAG(std::string, model_repository, "",
+          "Directory with one Hugging Face model per sub-directory (config.json + "
+          "safetensors). Empty: serve the built-in `demo` model.");
+ABSL_FLAG(std::string, weight_dtype, "float32",
+          "How block weights are held: float32 or bfloat16.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(30),
           "On SIGTERM/SIGINT, how long accepted RPCs may take to finish before they "
           "are cancelled.");
@@ -55,8 +61,10 @@ std::string HostPort(const std::string& host, int port) {
 }
 
 // How long a draining server must see no new call before it closes its
-// connections.
-constexpr absl::Duration kDrainQuietPeriod = absl::Milliseconds(250);
+// connections: requests still uploading then reach a handler and get UNAVAILABLE
+// (retryable) instead of a cancelled stream. A heuristic: an upload slower than
+// this can still be cut off (the client then sees CANCELLED).
+constexpr absl::Duration kDrainQuietPeriod = absl::Milliseconds(500);
 
 int ComputeThreads() {
   const int flag = absl::GetFlag(FLAGS_compute_threads);
@@ -82,6 +90,40 @@ int Run() {
     return 2;
   }
 
+  const std::string weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
+  if (weight_dtype != "float32" && weight_dtype != "bfloat16") {
+    std::fprintf(stderr, "layerserve: --weight-dtype must be float32 or bfloat16, not %s\n",
+                 weight_dtype.c_str());
+    return 2;
+  }
+  const kernels::WeightType weight_type = weight_dtype == "float32"
+                                              ? kernels::WeightType::kFloat32
+                                              : kernels::WeightType::kBfloat16;
+  std::unique_ptr<ModelRepository> models;
+  const std::string repository = absl::GetFlag(FLAGS_model_repository);
+  if (repository.empty()) {
+    models = ModelRepository::Demo(weight_type);
+  } else {
+    absl::StatusOr<std::unique_ptr<ModelRepository>> loaded =
+        ModelRepository::Load(repository, weight_type);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "layerserve: %s\n", std::string(loaded.status().message()).c_str());
+      return 1;
+    }
+    models = std::move(*loaded);
+  }
+  for (const auto& model : models->models()) {
+    if (model->ready()) {
+      std::printf("layerserve: model %s (%s, %lld layers, %s weights)%s\n",
+                  model->name.c_str(), model->config.model_type.c_str(),
+                  static_cast<long long>(model->config.num_layers), weight_dtype.c_str(),
+                  model.get() == models->default_model() ? " [default]" : "");
+    } else {
+      std::printf("layerserve: model %s FAILED: %s\n", model->name.c_str(),
+                  model->error.c_str());
+    }
+  }
+
   Metrics metrics;
   std::optional<prometheus::Exposer> exposer;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
@@ -97,7 +139,7 @@ int Run() {
   }
 
   WorkerPool pool(ComputeThreads());
-  LayerServiceImpl service(&pool, &metrics);
+  LayerServiceImpl service(&pool, &metrics, models.get());
 
   HealthService health({v1::LayerService::service_full_name()});
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -2,8 +2,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/activate.h"
+#include "server/block_forward.h"
 #include "server/grpc_status.h"
 #include "server/normalize.h"
+#include "server/positional_encode.h"
 
 namespace layerserve {
 namespace {
@@ -58,34 +61,46 @@ const grpc::Status kDraining(grpc::StatusCode::UNAVAILABLE,
 
 }  // namespace
 
-LayerServiceImpl::LayerServiceImpl(WorkerPool* pool, Metrics* metrics)
-    : pool_(pool), metrics_(metrics) {}
+LayerServiceImpl::LayerServiceImpl(WorkerPool* pool, Metrics* metrics,
+                                   const ModelRepository* models)
+    : pool_(pool), metrics_(metrics), models_(models) {}
 
-grpc::ServerUnaryReactor* LayerServiceImpl::Normalize(
-    grpc::CallbackServerContext* context, const v1::NormalizeRequest* request,
-    v1::NormalizeResponse* response) {
-  Call call(context, "Normalize", metrics_, &calls_);
+template <typename Parse, typename Run>
+grpc::ServerUnaryReactor* LayerServiceImpl::Dispatch(grpc::CallbackServerContext* context,
+                                                     const char* method, Parse parse,
+                                                     Run run) {
+  Call call(context, method, metrics_, &calls_);
   if (draining_.load()) {
     call.Finish(kDraining);
     return call.reactor();
   }
-  absl::StatusOr<NormalizeJob> job = ParseNormalizeRequest(*request);
+  auto job = parse();
   if (!job.ok()) {
     call.Finish(ToGrpcStatus(job.status()));
     return call.reactor();
   }
-  WorkerPool::Task task = [call, job = std::move(*job), response](
-                              WorkerContext& worker) mutable {
+  WorkerPool::Task task = [call, job = std::move(*job),
+                           run = std::move(run)](WorkerContext& worker) mutable {
     const grpc::Status wanted = call.CheckStillWanted();
     if (!wanted.ok()) {
       call.Finish(wanted);
       return;
     }
-    RunNormalize(worker.norm, job, response);
+    run(worker, job);
     call.Finish(grpc::Status::OK);
   };
   if (!pool_->Submit(task)) call.Finish(kDraining);
   return call.reactor();
+}
+
+grpc::ServerUnaryReactor* LayerServiceImpl::Normalize(
+    grpc::CallbackServerContext* context, const v1::NormalizeRequest* request,
+    v1::NormalizeResponse* response) {
+  return Dispatch(
+      context, "Normalize", [&] { return ParseNormalizeRequest(*request); },
+      [response](WorkerContext& worker, const NormalizeJob& job) {
+        RunNormalize(worker.norm, job, response);
+      });
 }
 
 grpc::ServerUnaryReactor* LayerServiceImpl::Unimplemented(
@@ -98,43 +113,73 @@ grpc::ServerUnaryReactor* LayerServiceImpl::Unimplemented(
 }
 
 grpc::ServerUnaryReactor* LayerServiceImpl::PositionalEncode(
-    grpc::CallbackServerContext* context, const v1::PositionalEncodeRequest*,
-    v1::PositionalEncodeResponse*) {
-  return Unimplemented(context, "PositionalEncode");
+    grpc::CallbackServerContext* context, const v1::PositionalEncodeRequest* request,
+    v1::PositionalEncodeResponse* response) {
+  return Dispatch(
+      context, "PositionalEncode", [&] { return ParsePositionalEncodeRequest(*request); },
+      [response](WorkerContext& worker, const PositionalEncodeJob& job) {
+        RunPositionalEncode(worker.positional, job, response);
+      });
 }
 
 grpc::ServerUnaryReactor* LayerServiceImpl::Activate(grpc::CallbackServerContext* context,
-                                                     const v1::ActivateRequest*,
-                                                     v1::ActivateResponse*) {
-  return Unimplemented(context, "Activate");
+                                                     const v1::ActivateRequest* request,
+                                                     v1::ActivateResponse* response) {
+  return Dispatch(
+      context, "Activate", [&] { return ParseActivateRequest(*request); },
+      [response](WorkerContext& worker, ActivateJob& job) {
+        RunActivate(worker.activation, job, response);
+      });
 }
 
 grpc::ServerUnaryReactor* LayerServiceImpl::BlockForward(
-    grpc::CallbackServerContext* context, const v1::BlockForwardRequest*,
-    v1::BlockForwardResponse*) {
-  return Unimplemented(context, "BlockForward");
+    grpc::CallbackServerContext* context, const v1::BlockForwardRequest* request,
+    v1::BlockForwardResponse* response) {
+  return Dispatch(
+      context, "BlockForward",
+      [&] { return ParseBlockForwardRequest(*request, *models_); },
+      [response](WorkerContext& worker, const BlockForwardJob& job) {
+        RunBlockForward(worker.block, job, response);
+      });
 }
 
 grpc::ServerUnaryReactor* LayerServiceImpl::ListModels(
     grpc::CallbackServerContext* context, const v1::ListModelsRequest*,
-    v1::ListModelsResponse*) {
-  // No model repository yet: the server serves no models, and says so truthfully.
+    v1::ListModelsResponse* response) {
+  // Answered on the handler thread: a few fields per model, no compute.
   Call call(context, "ListModels", metrics_, &calls_);
-  call.Finish(draining_.load() ? kDraining : grpc::Status::OK);
+  if (draining_.load()) {
+    call.Finish(kDraining);
+    return call.reactor();
+  }
+  for (const auto& model : models_->models()) {
+    models_->Describe(*model, response->add_models());
+  }
+  call.Finish(grpc::Status::OK);
   return call.reactor();
 }
 
 grpc::ServerUnaryReactor* LayerServiceImpl::GetModel(grpc::CallbackServerContext* context,
                                                      const v1::GetModelRequest* request,
-                                                     v1::ModelInfo*) {
+                                                     v1::ModelInfo* response) {
   Call call(context, "GetModel", metrics_, &calls_);
   if (draining_.load()) {
     call.Finish(kDraining);
+    return call.reactor();
+  }
+  const std::string& name = request->name();
+  const Model* found = name.empty() ? models_->default_model() : nullptr;
+  for (const auto& model : models_->models()) {
+    if (model->name == name) found = model.get();
+  }
+  if (found == nullptr) {
+    call.Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                             name.empty() ? "name: no default model is ready"
+                                          : "name: no model \"" + name +
+                                                "\" (see ListModels)"));
   } else {
-    call.Finish(grpc::Status(
-        grpc::StatusCode::NOT_FOUND,
-        absl::StrCat("name: no model \"", request->name(),
-                     "\"; this server serves no models (see ListModels)")));
+    models_->Describe(*found, response);
+    call.Finish(grpc::Status::OK);
   }
   return call.reactor();
 }

@@ -8,6 +8,7 @@
 
 #include "layerserve/v1/layerserve.grpc.pb.h"
 #include "server/call_tracker.h"
+#include "server/model_repository.h"
 #include "server/metrics.h"
 #include "server/worker_pool.h"
 
@@ -15,8 +16,8 @@ namespace layerserve {
 
 class LayerServiceImpl final : public v1::LayerService::CallbackService {
  public:
-  // `pool` and `metrics` must outlive the service.
-  LayerServiceImpl(WorkerPool* pool, Metrics* metrics);
+  // `pool`, `metrics` and `models` must outlive the service.
+  LayerServiceImpl(WorkerPool* pool, Metrics* metrics, const ModelRepository* models);
 
   // From now on new RPCs are answered UNAVAILABLE; accepted ones still complete.
   void StartDraining() { draining_.store(true); }
@@ -49,12 +50,20 @@ class LayerServiceImpl final : public v1::LayerService::CallbackService {
                                          v1::CloseSessionResponse* response) override;
 
  private:
+  // The shape of every compute RPC: refuse while draining, validate with `parse`
+  // (a StatusOr<Job>), then hand the job to a worker, which runs `run(worker, job)`
+  // and finishes the call. Defined in service.cc, the only user.
+  template <typename Parse, typename Run>
+  grpc::ServerUnaryReactor* Dispatch(grpc::CallbackServerContext* context,
+                                     const char* method, Parse parse, Run run);
+
   // Answers UNIMPLEMENTED for an RPC whose issue has not landed yet.
   grpc::ServerUnaryReactor* Unimplemented(grpc::CallbackServerContext* context,
                                           const char* method);
 
   WorkerPool* const pool_;
   Metrics* const metrics_;
+  const ModelRepository* const models_;
   std::atomic<bool> draining_{false};
   CallTracker calls_;
 };

@@ -12,7 +12,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/activation.h"
+#include "kernels/block.h"
 #include "kernels/norm.h"
+#include "kernels/positional.h"
 
 namespace layerserve {
 
@@ -20,6 +23,9 @@ namespace layerserve {
 // oneDNN primitives must not run on two threads at once.
 struct WorkerContext {
   kernels::NormContext norm;
+  kernels::BlockKernels block;
+  kernels::PositionalContext positional;
+  kernels::ActivationContext activation;
 };
 
 class WorkerPool {

@@ -56,8 +56,10 @@ def test_signal_during_calls_finishes_accepted_calls_and_exits_zero(sig, tmp_pat
     assert accepted >= 1, server.output()
     ok = [i for i, (code, _) in enumerate(results) if code == 0]
     refused = [i for i, (code, err) in enumerate(results)
-               if code == 2 and "UNAVAILABLE" in err]
-    # Every call is answered: OK, or refused as UNAVAILABLE; none is lost.
+               if code == 2 and ("UNAVAILABLE" in err or "CANCELLED" in err)]
+    # Every call is answered: OK, or refused. A refused call is UNAVAILABLE, or
+    # CANCELLED when its upload was still running as the server closed (after the
+    # drain's quiet period; see kDrainQuietPeriod in server/main.cc). None is lost.
     assert len(ok) + len(refused) == CALLS, results
     # Calls accepted before the signal all finish, with the right numbers.
     assert len(ok) >= accepted, (len(ok), accepted, server.output())

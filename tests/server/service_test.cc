@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <functional>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -64,7 +65,7 @@ class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     pool_ = std::make_unique<WorkerPool>(2);
-    service_ = std::make_unique<LayerServiceImpl>(pool_.get(), &metrics_);
+    service_ = std::make_unique<LayerServiceImpl>(pool_.get(), &metrics_, models_.get());
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -122,6 +123,8 @@ class ServiceTest : public ::testing::Test {
   }
 
   Metrics metrics_;
+  std::unique_ptr<ModelRepository> models_ =
+      ModelRepository::Demo(kernels::WeightType::kFloat32);
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<LayerServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -151,38 +154,132 @@ TEST_F(ServiceTest, InvalidRequestGetsInvalidArgumentNamingTheField) {
   EXPECT_EQ(status.error_message(), "input.data: shape [3,5] FLOAT32 needs 60 bytes, got 56");
 }
 
-TEST_F(ServiceTest, MethodsNotYetServedAnswerUnimplemented) {
-  grpc::ClientContext c1, c2, c3, c4, c5;
-  v1::PositionalEncodeResponse pe;
-  v1::ActivateResponse act;
-  v1::BlockForwardResponse block;
+TEST_F(ServiceTest, SessionsAnswerUnimplemented) {
+  grpc::ClientContext c1, c2;
   v1::OpenSessionResponse open;
   v1::CloseSessionResponse close;
-  const grpc::Status statuses[] = {
-      stub_->PositionalEncode(&c1, {}, &pe), stub_->Activate(&c2, {}, &act),
-      stub_->BlockForward(&c3, {}, &block), stub_->OpenSession(&c4, {}, &open),
-      stub_->CloseSession(&c5, {}, &close)};
-  const char* names[] = {"PositionalEncode", "Activate", "BlockForward", "OpenSession",
-                         "CloseSession"};
-  for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(statuses[i].error_code(), grpc::StatusCode::UNIMPLEMENTED) << names[i];
-    EXPECT_THAT(statuses[i].error_message(), HasSubstr(names[i]));
-  }
+  const grpc::Status opened = stub_->OpenSession(&c1, {}, &open);
+  const grpc::Status closed = stub_->CloseSession(&c2, {}, &close);
+  EXPECT_EQ(opened.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(opened.error_message(), HasSubstr("OpenSession"));
+  EXPECT_EQ(closed.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_THAT(closed.error_message(), HasSubstr("CloseSession"));
 }
 
-TEST_F(ServiceTest, ListModelsIsEmptyAndGetModelIsNotFound) {
+TEST_F(ServiceTest, ListsAndDescribesTheDemoModel) {
   grpc::ClientContext list_context;
   v1::ListModelsResponse list;
   ASSERT_TRUE(stub_->ListModels(&list_context, {}, &list).ok());
-  EXPECT_EQ(list.models_size(), 0);
+  ASSERT_EQ(list.models_size(), 1);
+  const v1::ModelInfo& demo = list.models(0);
+  EXPECT_EQ(demo.name(), "demo");
+  EXPECT_EQ(demo.architecture(), "llama");
+  EXPECT_EQ(demo.state(), v1::ModelInfo::READY);
+  EXPECT_TRUE(demo.is_default());
+  EXPECT_EQ(demo.num_layers(), 4);
+  EXPECT_EQ(demo.hidden_size(), 512);
+  EXPECT_EQ(demo.num_attention_heads(), 8);
+  EXPECT_EQ(demo.num_key_value_heads(), 2);
+  EXPECT_EQ(demo.head_dim(), 64);
+  EXPECT_EQ(demo.intermediate_size(), 1408);
+  EXPECT_EQ(demo.activation(), v1::SWIGLU);
+  EXPECT_EQ(demo.norm(), v1::RMS_NORM);
+  EXPECT_EQ(demo.rope().rotary_dim(), 64);
+  EXPECT_EQ(demo.weight_dtype(), v1::FLOAT32);
+
+  grpc::ClientContext default_context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub_->GetModel(&default_context, {}, &info).ok());
+  EXPECT_EQ(info.name(), "demo");
 
   grpc::ClientContext get_context;
   v1::GetModelRequest get;
   get.set_name("llama");
-  v1::ModelInfo info;
   const grpc::Status status = stub_->GetModel(&get_context, get, &info);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(status.error_message(), HasSubstr("\"llama\""));
+}
+
+grpc::Status CallBlockForward(v1::LayerService::Stub& stub, const v1::BlockForwardRequest& r,
+                              v1::BlockForwardResponse* response) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  return stub.BlockForward(&context, r, response);
+}
+
+std::vector<float> Hidden(int64_t rows, int seed) {
+  std::vector<float> x(rows * 512);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * i + seed);
+  return x;
+}
+
+// A padded sequence in a batch gives the same real rows as the sequence alone, its
+// padding rows are zeros, and a second sequence does not disturb it.
+TEST_F(ServiceTest, BlockForwardBatchWithPaddingMatchesSequenceAlone) {
+  const std::vector<float> a = Hidden(5, 1), b = Hidden(5, 2);
+  std::vector<float> both(a);
+  both.insert(both.end(), b.begin(), b.end());
+  v1::BlockForwardRequest batched;
+  batched.set_num_layers(2);
+  *batched.mutable_hidden_states() = MakeTensor({2, 5, 512}, both, kernels::ElementType::kFloat32);
+  batched.add_sequence_lengths(3);
+  batched.add_sequence_lengths(5);
+  batched.set_want_attention_stats(true);
+  v1::BlockForwardResponse batched_out;
+  ASSERT_TRUE(CallBlockForward(*stub_, batched, &batched_out).ok());
+  ASSERT_EQ(batched_out.attention_stats_size(), 2);
+  EXPECT_EQ(batched_out.attention_stats(1).layer(), 1);
+  EXPECT_EQ(batched_out.attention_stats(0).head_entropy_nats_size(), 8);
+
+  v1::BlockForwardRequest alone;
+  alone.set_num_layers(2);
+  *alone.mutable_hidden_states() = MakeTensor(
+      {3, 512}, std::vector<float>(a.begin(), a.begin() + 3 * 512), kernels::ElementType::kFloat32);
+  v1::BlockForwardResponse alone_out;
+  ASSERT_TRUE(CallBlockForward(*stub_, alone, &alone_out).ok());
+
+  const std::vector<float> got = ToFloats(batched_out.hidden_states());
+  const std::vector<float> want = ToFloats(alone_out.hidden_states());
+  ExpectClose(std::vector<float>(got.begin(), got.begin() + 3 * 512), want, 1e-5f,
+              "padded sequence");
+  for (int64_t i = 3 * 512; i < 5 * 512; ++i) ASSERT_EQ(got[i], 0.0f) << i;
+  for (int64_t i = 5 * 512; i < 10 * 512; ++i) ASSERT_TRUE(std::isfinite(got[i]));
+}
+
+TEST_F(ServiceTest, BlockForwardErrorsNameTheField) {
+  v1::BlockForwardRequest good;
+  *good.mutable_hidden_states() = MakeTensor({2, 512}, Hidden(2, 0), kernels::ElementType::kFloat32);
+  v1::BlockForwardResponse response;
+  ASSERT_TRUE(CallBlockForward(*stub_, good, &response).ok());
+  EXPECT_EQ(response.hidden_states().dtype(), v1::FLOAT32);
+
+  struct Case {
+    std::function<void(v1::BlockForwardRequest&)> change;
+    grpc::StatusCode code;
+    std::string message;
+  };
+  const Case cases[] = {
+      {[](auto& r) { r.set_model("nope"); }, grpc::StatusCode::NOT_FOUND, "model: no model \"nope\""},
+      {[](auto& r) { r.set_layer_start(4); }, grpc::StatusCode::OUT_OF_RANGE, "layer_start: 4 is past"},
+      {[](auto& r) { r.set_layer_start(3); r.set_num_layers(2); }, grpc::StatusCode::OUT_OF_RANGE,
+       "num_layers: layers 3..4 run past"},
+      {[](auto& r) { r.set_layer_start(-1); }, grpc::StatusCode::INVALID_ARGUMENT, "layer_start: -1"},
+      {[](auto& r) { r.clear_hidden_states(); }, grpc::StatusCode::INVALID_ARGUMENT, "hidden_states: required"},
+      {[](auto& r) { *r.mutable_hidden_states() = MakeTensor({2, 7}, std::vector<float>(14), kernels::ElementType::kFloat32); },
+       grpc::StatusCode::INVALID_ARGUMENT, "hidden_states.shape: last dimension 7 of [2,7] must equal"},
+      {[](auto& r) { r.add_sequence_lengths(3); }, grpc::StatusCode::INVALID_ARGUMENT,
+       "sequence_lengths[0]: 3 must be in [1, T = 2]"},
+      {[](auto& r) { r.set_position_offset(int64_t{1} << 24); }, grpc::StatusCode::INVALID_ARGUMENT,
+       "position_offset: position 16777217 is past 16777216"},
+      {[](auto& r) { r.set_session_id("s"); }, grpc::StatusCode::UNIMPLEMENTED, "session_id:"},
+  };
+  for (const Case& c : cases) {
+    v1::BlockForwardRequest request = good;
+    c.change(request);
+    const grpc::Status status = CallBlockForward(*stub_, request, &response);
+    EXPECT_EQ(status.error_code(), c.code) << c.message << ": " << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(c.message));
+  }
 }
 
 TEST_F(ServiceTest, DrainingAnswersUnavailable) {

@@ -1,18 +1,23 @@
 // Holds the fast normalization kernels to their scalar references (kernels/norm.h):
-// every LayerNorm strategy (the dispatching LayerNorm, oneDNN, the hand loop) and
-// RmsNorm, on odd sizes, with every combination of weight, Gemma offset, bias,
-// fused residual (and its aliasing) and in-place output; then edge cases:
-// zero-variance rows, extreme magnitudes, NaN/Inf rows, the primitive cache, and
-// per-thread contexts.
+// every LayerNorm strategy (the dispatching LayerNorm, oneDNN, the Highway hand
+// loop) and RmsNorm, the hand loops on every Highway target this CPU runs
+// (AVX-512, AVX2, SSE4, SSSE3, scalar), on dims 1, 7, 64, 768, 4096, 4097 and 1, 3
+// and 512 rows, with every combination of weight, Gemma offset, bias, fused
+// residual (and its aliasing), in-place output and pointers misaligned by one
+// float; then edge cases: zero-variance rows, magnitudes from 1e-30 to 1e20 (rows
+// near 1e4 and 1e20 included), a first value far from the rest (the LayerNorm
+// loop's exact second pass), NaN/Inf rows, the primitive cache, and per-thread
+// contexts.
 //
 // Tolerance: |fast - ref| <= 1e-5 * max(1, |ref|) (+ a conditioning term for
 // LayerNorm, below). The reference computes in double, so this bounds the fast
 // kernel's own float32 error. That error comes from the row statistics (float32
-// sums over dim elements in 16 lanes are a few ulps off) and the output's own
-// rounding; the largest we observe is 8e-7 (dim 4097), so 1e-5 leaves >10x margin
-// while still catching real mistakes: the unbiased instead of biased variance is
-// 1/(2 dim) = 1.2e-4 off at dim 4097, a missing +1 of the Gemma offset or a wrong
-// epsilon far more.
+// sums over dim elements in independent partial sums are a few ulps off) and the
+// output's own rounding; the largest we observe is 2.1e-6 (the hand loop on the
+// 1-lane scalar target; 0.9e-6 on AVX-512, 1.5e-6 through oneDNN), so 1e-5
+// leaves ~5x margin while still catching real mistakes: the unbiased
+// instead of biased variance is 1/(2 dim) = 1.2e-4 off at dim 4097, a missing +1
+// of the Gemma offset or a wrong epsilon far more.
 // The floor of 1 is the natural output scale (normalized values are O(1)); tests
 // whose outputs are tiny by construction pass their own floor.
 //
@@ -30,6 +35,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -39,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "hwy/targets.h"
 #include "kernels/norm_internal.h"
 
 namespace layerserve::kernels {
@@ -47,6 +54,10 @@ namespace {
 constexpr double kRelTol = 1e-5;
 constexpr double kMeanUlps = 16;
 constexpr double kEps32 = std::numeric_limits<float>::epsilon();
+
+// The dims of the edge-case tests: one element, less than a vector, whole
+// vectors, a whole row of 4096 (no tail), and a tail of one.
+constexpr int64_t kEdgeDims[] = {1, 7, 64, 4096, 4097};
 
 // The server sets one OpenMP thread per worker; do the same for the test thread.
 class OneOmpThread : public ::testing::Environment {
@@ -72,6 +83,48 @@ const char* Name(Kernel k) {
 }
 
 bool IsLayerNorm(Kernel k) { return k != Kernel::kRmsNorm; }
+
+// The Highway hand loops, which tests run on every target.
+bool IsHandLoop(Kernel k) { return k == Kernel::kLayerNormLoop || k == Kernel::kRmsNorm; }
+
+// A kernel, and the Highway target its hand loops run on (0: the best the CPU
+// has, as in production).
+struct KernelOnTarget {
+  Kernel kernel;
+  int64_t target = 0;
+};
+
+std::string TestName(const KernelOnTarget& k) {
+  std::string name = Name(k.kernel);
+  if (k.target != 0) name += std::string("_") + hwy::TargetName(k.target);
+  return name;
+}
+
+// Every kernel; the hand loops once per target the CPU supports and this binary
+// was compiled for.
+std::vector<KernelOnTarget> AllKernels() {
+  std::vector<KernelOnTarget> all;
+  for (Kernel k : {Kernel::kLayerNorm, Kernel::kLayerNormOneDnn, Kernel::kLayerNormLoop,
+                   Kernel::kRmsNorm}) {
+    if (!IsHandLoop(k)) {
+      all.push_back({k, 0});
+      continue;
+    }
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) all.push_back({k, target});
+  }
+  return all;
+}
+
+// Restricts Highway's dispatch to one target while alive (0: no restriction).
+class TargetScope {
+ public:
+  explicit TargetScope(int64_t target) {
+    if (target != 0) hwy::SetSupportedTargetsForTest(target);
+  }
+  ~TargetScope() { hwy::SetSupportedTargetsForTest(0); }
+  TargetScope(const TargetScope&) = delete;
+  TargetScope& operator=(const TargetScope&) = delete;
+};
 
 void RunFast(Kernel k, NormContext& ctx, const float* x, int64_t rows, int64_t dim,
              const NormParams& p, float* y) {
@@ -105,13 +158,52 @@ struct Options {
   ResidualMode residual = ResidualMode::kNone;
   bool in_place = false;  // y == x.
   float epsilon = 1e-5f;
+  // Every array (x, y, weight, bias, residual, residual_out) one float past a
+  // 64-byte boundary instead of on it.
+  bool misaligned = false;
+  // Only y one float past the boundary (so y and residual_out differ).
+  bool y_misaligned = false;
 };
 
 std::string Describe(const Options& o) {
   return "weight=" + std::to_string(static_cast<int>(o.weight)) +
          " bias=" + std::to_string(o.bias) +
          " residual=" + std::to_string(static_cast<int>(o.residual)) +
-         " in_place=" + std::to_string(o.in_place);
+         " in_place=" + std::to_string(o.in_place) +
+         " misaligned=" + std::to_string(o.misaligned) +
+         " y_misaligned=" + std::to_string(o.y_misaligned);
+}
+
+// Every combination for small row counts; for many rows (slow in the double
+// reference) a few that still cover each variant of the row loops.
+std::vector<Options> OptionSets(bool layer_norm, int64_t rows) {
+  const float epsilon = layer_norm ? 1e-5f : 1e-6f;
+  std::vector<Options> sets;
+  if (rows > 3) {
+    sets.push_back({WeightMode::kPlain, layer_norm, ResidualMode::kSeparateOut, false,
+                    epsilon, true});
+    sets.push_back({WeightMode::kOffset, layer_norm, ResidualMode::kOutIsResidual, true,
+                    epsilon, false});
+    sets.push_back({WeightMode::kNone, false, ResidualMode::kNone, false, epsilon, true});
+    return sets;
+  }
+  for (WeightMode weight : {WeightMode::kNone, WeightMode::kPlain, WeightMode::kOffset}) {
+    for (bool bias : {false, true}) {
+      if (bias && !layer_norm) continue;  // RMSNorm has no shift.
+      for (ResidualMode residual :
+           {ResidualMode::kNone, ResidualMode::kSeparateOut, ResidualMode::kOutIsX,
+            ResidualMode::kOutIsResidual}) {
+        for (bool in_place : {false, true}) {
+          // REQUIRES of norm.h: residual_out may not be y.
+          if (in_place && residual == ResidualMode::kOutIsX) continue;
+          for (bool misaligned : {false, true}) {
+            sets.push_back({weight, bias, residual, in_place, epsilon, misaligned});
+          }
+        }
+      }
+    }
+  }
+  return sets;
 }
 
 struct Inputs {
@@ -141,16 +233,36 @@ struct Outputs {
   std::vector<float> y, residual_out;
 };
 
-// Runs one kernel on private copies of the inputs, with the aliasing `o` asks for.
+// A copy of an array at a chosen alignment: on a 64-byte boundary, or one float
+// past it.
+class Placed {
+ public:
+  Placed(const std::vector<float>& v, bool misaligned) : storage_(v.size() + 32) {
+    const uintptr_t base = reinterpret_cast<uintptr_t>(storage_.data());
+    data_ = reinterpret_cast<float*>((base + 63) / 64 * 64) + (misaligned ? 1 : 0);
+    std::copy(v.begin(), v.end(), data_);
+  }
+  float* data() { return data_; }
+
+ private:
+  std::vector<float> storage_;
+  float* data_;
+};
+
+// Runs one kernel on private copies of the inputs, with the aliasing and alignment
+// `o` asks for.
 Outputs RunKernel(Kernel k, bool fast, NormContext& ctx, const Inputs& in,
                   const Options& o) {
   const int64_t n = in.rows * in.dim;
-  std::vector<float> x = in.x, residual = in.residual, y(n), out(n);
+  Placed x(in.x, o.misaligned), residual(in.residual, o.misaligned);
+  Placed y(std::vector<float>(n), o.misaligned || o.y_misaligned);
+  Placed out(std::vector<float>(n), o.misaligned);
+  Placed weight(in.weight, o.misaligned), bias(in.bias, o.misaligned);
   NormParams p;
   p.epsilon = o.epsilon;
-  if (o.weight != WeightMode::kNone) p.weight = in.weight.data();
+  if (o.weight != WeightMode::kNone) p.weight = weight.data();
   p.weight_offset = o.weight == WeightMode::kOffset;
-  if (o.bias) p.bias = in.bias.data();
+  if (o.bias) p.bias = bias.data();
   if (o.residual != ResidualMode::kNone) {
     p.residual = residual.data();
     p.residual_out = o.residual == ResidualMode::kOutIsX          ? x.data()
@@ -185,7 +297,8 @@ RowStats Stats(const float* s, int64_t dim, float epsilon) {
 
 // Compares fast to reference with the tolerance stated at the top. `normalized`
 // is the input the kernel normalized (x, or x + residual); `floor` the output
-// scale below which errors are judged absolutely.
+// scale below which errors are judged absolutely. A reference row of NaN (no
+// finite float32 statistics) must be all NaN in the fast kernel too.
 void ExpectClose(Kernel k, const Inputs& in, const Options& o,
                  const std::vector<float>& normalized, const std::vector<float>& fast,
                  const std::vector<float>& ref, double floor = 1.0) {
@@ -195,18 +308,25 @@ void ExpectClose(Kernel k, const Inputs& in, const Options& o,
     const RowStats st = Stats(s, in.dim, o.epsilon);
     for (int64_t i = 0; i < in.dim; ++i) {
       const int64_t at = r * in.dim + i;
-      double tol = kRelTol * std::max(floor, std::fabs(static_cast<double>(ref[at])));
-      if (IsLayerNorm(k)) {
-        double scale = 1.0;
-        if (o.weight == WeightMode::kPlain) scale = in.weight[i];
-        if (o.weight == WeightMode::kOffset) scale = 1.0 + in.weight[i];
-        tol += kMeanUlps * kEps32 * std::fabs(st.mean) * st.rstd * std::fabs(scale);
+      double err, tol;
+      if (std::isnan(ref[at])) {
+        err = std::isnan(fast[at]) ? 0 : 1;
+        tol = 0;
+      } else {
+        tol = kRelTol * std::max(floor, std::fabs(static_cast<double>(ref[at])));
+        if (IsLayerNorm(k)) {
+          double scale = 1.0;
+          if (o.weight == WeightMode::kPlain) scale = in.weight[i];
+          if (o.weight == WeightMode::kOffset) scale = 1.0 + in.weight[i];
+          tol += kMeanUlps * kEps32 * std::fabs(st.mean) * st.rstd * std::fabs(scale);
+        }
+        err = std::fabs(static_cast<double>(fast[at]) - ref[at]);
       }
-      const double err = std::fabs(static_cast<double>(fast[at]) - ref[at]);
       if (!(err <= tol) && reported++ < 5) {
-        ADD_FAILURE() << Name(k) << " " << in.rows << "x" << in.dim << " " << Describe(o)
-                      << " at row " << r << " col " << i << ": fast " << fast[at]
-                      << " ref " << ref[at] << " err " << err << " tol " << tol;
+        ADD_FAILURE() << Name(k) << " on " << internal::HandLoopTarget() << " " << in.rows
+                      << "x" << in.dim << " " << Describe(o) << " at row " << r << " col "
+                      << i << ": fast " << fast[at] << " ref " << ref[at] << " err "
+                      << err << " tol " << tol;
       }
     }
   }
@@ -234,46 +354,35 @@ void CheckAgainstReference(Kernel k, NormContext& ctx, const Inputs& in,
 }
 
 struct Shape {
-  Kernel kernel;
+  KernelOnTarget kernel;
   int64_t rows, dim;
 };
 
 std::ostream& operator<<(std::ostream& os, const Shape& s) {
-  return os << Name(s.kernel) << "_" << s.rows << "x" << s.dim;
+  return os << TestName(s.kernel) << "_" << s.rows << "x" << s.dim;
 }
 
 class NormShapeTest : public ::testing::TestWithParam<Shape> {};
 
-// Every option combination on this kernel and shape.
+// Every option combination on this kernel and shape (a representative few for
+// 512 rows).
 TEST_P(NormShapeTest, MatchesReferenceWithEveryOption) {
   const Shape& shape = GetParam();
-  const bool ln = IsLayerNorm(shape.kernel);
+  const TargetScope target(shape.kernel.target);
+  const Kernel k = shape.kernel.kernel;
   NormContext ctx;
   uint32_t seed = 1;
-  for (WeightMode weight : {WeightMode::kNone, WeightMode::kPlain, WeightMode::kOffset}) {
-    for (bool bias : {false, true}) {
-      if (bias && !ln) continue;  // RMSNorm has no shift.
-      for (ResidualMode residual :
-           {ResidualMode::kNone, ResidualMode::kSeparateOut, ResidualMode::kOutIsX,
-            ResidualMode::kOutIsResidual}) {
-        for (bool in_place : {false, true}) {
-          // REQUIRES of norm.h: residual_out may not be y.
-          if (in_place && residual == ResidualMode::kOutIsX) continue;
-          const Options o{weight, bias, residual, in_place, ln ? 1e-5f : 1e-6f};
-          const Inputs in = RandomInputs(shape.rows, shape.dim, seed++);
-          CheckAgainstReference(shape.kernel, ctx, in, o);
-        }
-      }
-    }
+  for (const Options& o : OptionSets(IsLayerNorm(k), shape.rows)) {
+    const Inputs in = RandomInputs(shape.rows, shape.dim, seed++);
+    CheckAgainstReference(k, ctx, in, o);
   }
 }
 
 std::vector<Shape> AllShapes() {
   std::vector<Shape> shapes;
-  for (Kernel k : {Kernel::kLayerNorm, Kernel::kLayerNormOneDnn, Kernel::kLayerNormLoop,
-                   Kernel::kRmsNorm}) {
-    for (int64_t rows : {1, 3, 33}) {
-      for (int64_t dim : {1, 7, 64, 768, 4097}) shapes.push_back({k, rows, dim});
+  for (const KernelOnTarget& k : AllKernels()) {
+    for (int64_t rows : {1, 3, 512}) {
+      for (int64_t dim : {1, 7, 64, 768, 4096, 4097}) shapes.push_back({k, rows, dim});
     }
   }
   return shapes;
@@ -281,37 +390,49 @@ std::vector<Shape> AllShapes() {
 
 INSTANTIATE_TEST_SUITE_P(Sweep, NormShapeTest, ::testing::ValuesIn(AllShapes()),
                          [](const ::testing::TestParamInfo<Shape>& info) {
-                           return std::string(Name(info.param.kernel)) + "_" +
+                           return TestName(info.param.kernel) + "_" +
                                   std::to_string(info.param.rows) + "x" +
                                   std::to_string(info.param.dim);
                          });
 
-class NormKernelTest : public ::testing::TestWithParam<Kernel> {};
+class NormKernelTest : public ::testing::TestWithParam<KernelOnTarget> {
+ protected:
+  NormKernelTest() : target_(GetParam().target) {}
+  const Kernel k_ = GetParam().kernel;
+
+ private:
+  const TargetScope target_;
+};
+
+TEST_P(NormKernelTest, DispatchesToTheTargetUnderTest) {
+  if (GetParam().target == 0) GTEST_SKIP() << "best target";
+  EXPECT_STREQ(internal::HandLoopTarget(), hwy::TargetName(GetParam().target));
+}
 
 // A constant row has zero variance: x - mean = 0, so the output is the bias.
 TEST_P(NormKernelTest, ZeroVarianceRows) {
-  const Kernel k = GetParam();
   NormContext ctx;
-  for (int64_t dim : {1, 7, 768, 4097}) {
+  for (int64_t dim : kEdgeDims) {
     Inputs in = RandomInputs(5, dim, 7);
     const float values[5] = {0.0f, 1.25f, 3.7f, -0.1f, 1e4f};
     for (int64_t r = 0; r < 5; ++r) {
       for (int64_t i = 0; i < dim; ++i) in.x[r * dim + i] = values[r];
     }
-    const Options o{WeightMode::kPlain, IsLayerNorm(k), ResidualMode::kNone, false,
-                    IsLayerNorm(k) ? 1e-5f : 1e-6f};
-    const Outputs fast = RunKernel(k, true, ctx, in, o);
-    const Outputs ref = RunKernel(k, false, ctx, in, o);
-    ExpectClose(k, in, o, in.x, fast.y, ref.y);
-    if (!IsLayerNorm(k)) continue;
+    const Options o{WeightMode::kPlain, IsLayerNorm(k_), ResidualMode::kNone, false,
+                    IsLayerNorm(k_) ? 1e-5f : 1e-6f};
+    const Outputs fast = RunKernel(k_, true, ctx, in, o);
+    const Outputs ref = RunKernel(k_, false, ctx, in, o);
+    ExpectClose(k_, in, o, in.x, fast.y, ref.y);
+    if (!IsLayerNorm(k_)) continue;
     for (int64_t r = 0; r < 5; ++r) {
       for (int64_t i = 0; i < dim; ++i) {
         const int64_t at = r * dim + i;
         EXPECT_EQ(ref.y[at], in.bias[i]) << "reference is exact";
         // Rows whose float32 sum is exact (0, 1.25) are exact in every strategy;
-        // the hand loop (shifted data) is exact on every constant row.
-        if (r < 2 || k == Kernel::kLayerNormLoop) {
-          ASSERT_EQ(fast.y[at], in.bias[i]) << Name(k) << " dim " << dim << " row " << r;
+        // the hand loop (shifted data; LayerNorm() too) is exact on every
+        // constant row.
+        if (r < 2 || k_ != Kernel::kLayerNormOneDnn) {
+          ASSERT_EQ(fast.y[at], in.bias[i]) << Name(k_) << " dim " << dim << " row " << r;
         }
       }
     }
@@ -321,55 +442,119 @@ TEST_P(NormKernelTest, ZeroVarianceRows) {
 // Magnitudes from 1e-30 to 1e15 (a sum of squares up to ~4e33, inside float32):
 // outputs match relative to the row's own output scale.
 TEST_P(NormKernelTest, ExtremeButRepresentableMagnitudes) {
-  const Kernel k = GetParam();
   NormContext ctx;
-  for (int64_t dim : {7, 768, 4097}) {
+  for (int64_t dim : kEdgeDims) {
     for (float magnitude : {1e-30f, 1e-10f, 1e10f, 1e15f}) {
       Inputs in = RandomInputs(3, dim, 11);
       for (float& v : in.x) v *= magnitude;
-      const Options o{WeightMode::kOffset, IsLayerNorm(k), ResidualMode::kNone, false,
+      const Options o{WeightMode::kOffset, IsLayerNorm(k_), ResidualMode::kNone, false,
                       1e-5f};
-      const Outputs fast = RunKernel(k, true, ctx, in, o);
-      const Outputs ref = RunKernel(k, false, ctx, in, o);
+      const Outputs fast = RunKernel(k_, true, ctx, in, o);
+      const Outputs ref = RunKernel(k_, false, ctx, in, o);
       double row_scale = 0;  // 1e-30 inputs give ~1e-28 outputs (epsilon dominates).
       for (float v : ref.y)
         row_scale = std::max(row_scale, std::fabs(static_cast<double>(v)));
       ASSERT_GT(row_scale, 0.0);
       SCOPED_TRACE(::testing::Message() << "magnitude " << magnitude << " dim " << dim);
-      ExpectClose(k, in, o, in.x, fast.y, ref.y, std::min(1.0, row_scale));
+      ExpectClose(k_, in, o, in.x, fast.y, ref.y, std::min(1.0, row_scale));
     }
+  }
+}
+
+// Rows near 1e4 and 1e20, in two kinds: spread (m * N(0.3, 1)) and offset
+// (m * (1 + 1e-4 N(0, 1)): a mean of m and a std of m / 1e4, the hard case for a
+// float32 mean). At 1e20 a spread row's float32 statistics overflow (1e40), so it
+// is NaN in every kernel; an offset row has LayerNorm deviations of ~1e16 (squares
+// ~1e32, fine) but an RMS sum of squares of 1e40: NaN for RmsNorm only. Also with
+// the fused residual add, whose sum is what gets normalized.
+TEST_P(NormKernelTest, RowsNearLargeMagnitudes) {
+  NormContext ctx;
+  for (int64_t dim : kEdgeDims) {
+    for (float magnitude : {1e4f, 1e20f}) {
+      Inputs in = RandomInputs(4, dim, 17);
+      std::mt19937 rng(19);
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      for (int64_t r = 0; r < 4; ++r) {
+        for (int64_t i = 0; i < dim; ++i) {
+          const float sign = r % 2 ? -1.0f : 1.0f;
+          in.x[r * dim + i] = r < 2 ? sign * magnitude * (0.3f + normal(rng))
+                                    : sign * magnitude * (1.0f + 1e-4f * normal(rng));
+        }
+      }
+      for (ResidualMode residual : {ResidualMode::kNone, ResidualMode::kSeparateOut}) {
+        const Options o{WeightMode::kPlain,
+                        IsLayerNorm(k_),
+                        residual,
+                        false,
+                        IsLayerNorm(k_) ? 1e-5f : 1e-6f,
+                        /*misaligned=*/true};
+        SCOPED_TRACE(::testing::Message() << "magnitude " << magnitude << " dim " << dim
+                                          << " " << Describe(o));
+        const Outputs fast = RunKernel(k_, true, ctx, in, o);
+        const Outputs ref = RunKernel(k_, false, ctx, in, o);
+        ExpectClose(k_, in, o, Normalized(in, o), fast.y, ref.y);
+        if (magnitude < 1e5f) {
+          for (float v : fast.y) ASSERT_TRUE(std::isfinite(v));
+        } else if (dim > 1) {
+          for (int64_t r = 0; r < 4; ++r) {
+            const bool nan = r < 2 || !IsLayerNorm(k_);
+            ASSERT_EQ(std::isnan(fast.y[r * dim]), nan) << "row " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A first value far from the rest: the LayerNorm loop pivots on it, so its
+// one-pass sums cancel (the second row's sum of squared deviations from the pivot,
+// ~4e41, even overflows although the variance, ~2e34, does not). It must take its
+// exact second pass and still match.
+TEST_P(NormKernelTest, FirstValueFarFromTheRest) {
+  NormContext ctx;
+  for (int64_t dim : kEdgeDims) {
+    Inputs in = RandomInputs(2, dim, 23);
+    in.x[0] = 1e4f;
+    in.x[dim] = 1e19f;
+    for (int64_t i = 1; i < dim; ++i) in.x[dim + i] = 0.0f;
+    const Options o{WeightMode::kPlain, IsLayerNorm(k_), ResidualMode::kNone, false,
+                    IsLayerNorm(k_) ? 1e-5f : 1e-6f};
+    const Outputs fast = RunKernel(k_, true, ctx, in, o);
+    const Outputs ref = RunKernel(k_, false, ctx, in, o);
+    SCOPED_TRACE(::testing::Message() << "dim " << dim);
+    for (float v : ref.y) ASSERT_TRUE(std::isfinite(v));
+    ExpectClose(k_, in, o, in.x, fast.y, ref.y);
   }
 }
 
 // NaN, +Inf, -Inf, and finite values so large that float32 statistics overflow:
 // those rows become all NaN; the other rows are untouched by them.
 TEST_P(NormKernelTest, NonFiniteRowsBecomeNan) {
-  const Kernel k = GetParam();
   NormContext ctx;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
-  for (int64_t dim : {1, 7, 768, 4097}) {
+  for (int64_t dim : kEdgeDims) {
     for (bool in_place : {false, true}) {
       Inputs in = RandomInputs(6, dim, 13);
       in.x[1 * dim + dim / 2] = nan;
       in.x[2 * dim + dim - 1] = inf;
       in.x[3 * dim] = -inf;
       for (int64_t i = 0; i < dim; ++i) in.x[4 * dim + i] = (i % 2 ? 1e30f : -3e30f);
-      const Options o{WeightMode::kPlain, IsLayerNorm(k), ResidualMode::kNone, in_place,
+      const Options o{WeightMode::kPlain, IsLayerNorm(k_), ResidualMode::kNone, in_place,
                       1e-5f};
-      const Outputs fast = RunKernel(k, true, ctx, in, o);
-      const Outputs ref = RunKernel(k, false, ctx, in, o);
+      const Outputs fast = RunKernel(k_, true, ctx, in, o);
+      const Outputs ref = RunKernel(k_, false, ctx, in, o);
       for (int64_t r = 0; r < 6; ++r) {
-        const bool bad = r >= 1 && r <= 4 && !(r == 4 && dim == 1 && IsLayerNorm(k));
+        const bool bad = r >= 1 && r <= 4 && !(r == 4 && dim == 1 && IsLayerNorm(k_));
         for (int64_t i = 0; i < dim; ++i) {
           const int64_t at = r * dim + i;
           if (bad) {
             ASSERT_TRUE(std::isnan(ref.y[at])) << "ref row " << r << " dim " << dim;
             ASSERT_TRUE(std::isnan(fast.y[at]))
-                << Name(k) << " row " << r << " dim " << dim;
+                << Name(k_) << " row " << r << " dim " << dim;
           } else {
             ASSERT_TRUE(std::isfinite(fast.y[at]))
-                << Name(k) << " row " << r << " dim " << dim;
+                << Name(k_) << " row " << r << " dim " << dim;
           }
         }
       }
@@ -378,32 +563,97 @@ TEST_P(NormKernelTest, NonFiniteRowsBecomeNan) {
       Inputs good = in;
       good.rows = 1;
       for (int64_t r : {0, 4, 5}) {
-        if (r == 4 && !(dim == 1 && IsLayerNorm(k))) continue;
+        if (r == 4 && !(dim == 1 && IsLayerNorm(k_))) continue;
         good.x.assign(in.x.begin() + r * dim, in.x.begin() + (r + 1) * dim);
         const std::vector<float> f(fast.y.begin() + r * dim,
                                    fast.y.begin() + (r + 1) * dim);
         const std::vector<float> e(ref.y.begin() + r * dim,
                                    ref.y.begin() + (r + 1) * dim);
-        ExpectClose(k, good, o, good.x, f, e);
+        ExpectClose(k_, good, o, good.x, f, e);
       }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, NormKernelTest,
-                         ::testing::Values(Kernel::kLayerNorm, Kernel::kLayerNormOneDnn,
-                                           Kernel::kLayerNormLoop, Kernel::kRmsNorm),
-                         [](const ::testing::TestParamInfo<Kernel>& info) {
-                           return std::string(Name(info.param));
+// NaN or Inf in the residual poisons the sum, and so the row, the same way; the
+// sum itself is still written (it is the next layer's residual stream).
+TEST_P(NormKernelTest, NonFiniteResidualRowsBecomeNan) {
+  NormContext ctx;
+  for (int64_t dim : kEdgeDims) {
+    Inputs in = RandomInputs(3, dim, 29);
+    in.residual[dim + dim - 1] = std::numeric_limits<float>::infinity();
+    in.residual[2 * dim] = std::numeric_limits<float>::quiet_NaN();
+    const Options o{
+        WeightMode::kOffset, IsLayerNorm(k_), ResidualMode::kSeparateOut, false, 1e-5f,
+        /*misaligned=*/true};
+    const Outputs fast = RunKernel(k_, true, ctx, in, o);
+    const Outputs ref = RunKernel(k_, false, ctx, in, o);
+    for (int64_t i = 0; i < dim; ++i) {
+      ASSERT_TRUE(std::isfinite(fast.y[i]));
+      ASSERT_TRUE(std::isnan(fast.y[dim + i])) << "dim " << dim << " at " << i;
+      ASSERT_TRUE(std::isnan(fast.y[2 * dim + i])) << "dim " << dim << " at " << i;
+    }
+    EXPECT_EQ(fast.residual_out[2 * dim - 1], std::numeric_limits<float>::infinity());
+    ExpectClose(k_, in, o, Normalized(in, o), fast.y, ref.y);
+  }
+}
+
+// Outputs of kNormStreamMinBytes and more take the hand loops' streaming stores,
+// which first plain-store the elements before y's first aligned vector, and
+// stream the residual sum only if it is aligned there too: 512 rows of 4096
+// (exactly the threshold; no row tail) and of 4097 (a tail, and every row
+// starting at a different alignment), with y and the residual sum aligned,
+// misaligned alike, and misaligned differently. (The sweeps cover both paths
+// too: 512 x 4096 and 512 x 4097 stream, everything smaller does not.)
+TEST_P(NormKernelTest, LargeOutputsTakeStreamingStores) {
+  if (!IsHandLoop(k_) && k_ != Kernel::kLayerNorm) GTEST_SKIP() << "oneDNN";
+  NormContext ctx;
+  for (int64_t dim : {4096, 4097}) {
+    const int64_t rows = 512;
+    ASSERT_GE(rows * dim * static_cast<int64_t>(sizeof(float)),
+              internal::kNormStreamMinBytes);
+    const Inputs in = RandomInputs(rows, dim, 31);
+    const float epsilon = IsLayerNorm(k_) ? 1e-5f : 1e-6f;
+    for (const Options& o :
+         {Options{WeightMode::kPlain, IsLayerNorm(k_), ResidualMode::kSeparateOut, false,
+                  epsilon, /*misaligned=*/false},
+          Options{WeightMode::kOffset, IsLayerNorm(k_), ResidualMode::kSeparateOut, false,
+                  epsilon, /*misaligned=*/true},
+          Options{WeightMode::kPlain, false, ResidualMode::kOutIsResidual, false, epsilon,
+                  /*misaligned=*/false, /*y_misaligned=*/true},
+          Options{WeightMode::kNone, false, ResidualMode::kNone, /*in_place=*/true,
+                  epsilon}}) {
+      SCOPED_TRACE(Describe(o));
+      CheckAgainstReference(k_, ctx, in, o);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, NormKernelTest, ::testing::ValuesIn(AllKernels()),
+                         [](const ::testing::TestParamInfo<KernelOnTarget>& info) {
+                           return TestName(info.param);
                          });
 
-TEST(NormDispatchTest, SmallShapesTakeTheLoopCommonBatchesOneDnn) {
-  EXPECT_TRUE(internal::LayerNormUsesLoop(1, 768));
-  EXPECT_TRUE(internal::LayerNormUsesLoop(1, 4096));
-  EXPECT_FALSE(internal::LayerNormUsesLoop(2, 4096));
-  EXPECT_FALSE(internal::LayerNormUsesLoop(16, 768));
-  EXPECT_FALSE(internal::LayerNormUsesLoop(128, 768));
-  EXPECT_FALSE(internal::LayerNormUsesLoop(512, 4096));
+// LayerNorm() is the hand loop on every shape (measured: norm.cc): the same bits,
+// from one row to a batch far past the old oneDNN crossover, and no primitives.
+TEST(NormDispatchTest, LayerNormIsTheHandLoopOnEveryShape) {
+  NormContext ctx;
+  for (auto [rows, dim] : {std::pair<int64_t, int64_t>{1, 768},
+                           {1, 4096},
+                           {16, 768},
+                           {128, 768},
+                           {64, 4096}}) {
+    const Inputs in = RandomInputs(rows, dim, 37);
+    NormParams p;
+    p.weight = in.weight.data();
+    p.bias = in.bias.data();
+    std::vector<float> dispatched(in.x.size()), loop(in.x.size());
+    LayerNorm(ctx, in.x.data(), rows, dim, p, dispatched.data());
+    internal::LayerNormLoop(in.x.data(), rows, dim, p, loop.data());
+    ASSERT_EQ(0, std::memcmp(dispatched.data(), loop.data(), loop.size() * sizeof(float)))
+        << rows << "x" << dim;
+  }
+  EXPECT_EQ(ctx.CachedPrimitiveCount(), 0);
 }
 
 TEST(NormContextTest, PrimitivesAreCreatedOnceAndBounded) {
@@ -431,10 +681,10 @@ TEST(NormContextTest, PrimitivesAreCreatedOnceAndBounded) {
   LayerNormReference(in.x.data(), 80, 64, p, ref.data());
   for (size_t i = 0; i < y.size(); ++i)
     ASSERT_NEAR(y[i], ref[i], kRelTol * std::max(1.0f, std::fabs(ref[i])));
-  // RmsNorm and the small-shape loop create no primitives.
+  // RmsNorm and LayerNorm() (the hand loop) create no primitives.
   NormContext other;
   RmsNorm(other, in.x.data(), 80, 64, p, y.data());
-  LayerNorm(other, in.x.data(), 1, 64, p, y.data());
+  LayerNorm(other, in.x.data(), 80, 64, p, y.data());
   EXPECT_EQ(other.CachedPrimitiveCount(), 0);
 }
 

@@ -1,0 +1,156 @@
+// One Transformer block (kernels/block.h) per call, one thread, at T tokens, for
+// two Llama-shaped configs, with float32 and bfloat16 weights; next to a bare
+// oneDNN matmul with the MLP's largest shape (M = T, K = D, N = 2F, weights
+// prepacked), timed by the same binary in the same run.
+//
+// Time is per layer (one call). Counter `GFLOPs` = the block's matmul and attention flops
+// (2 per multiply-add; attention counted in full, causal masking not subtracted)
+// per second. bench/torch_block_bench.py is the PyTorch eager peer. Commands and
+// numbers: docs/BENCHMARKS.md.
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "kernels/block.h"
+#include "kernels/rope.h"
+
+namespace layerserve::kernels {
+namespace {
+
+struct Shape {
+  int64_t hidden, heads, kv_heads, ffn;
+};
+const Shape kShapes[] = {{768, 12, 12, 3072}, {4096, 32, 8, 11008}};
+
+BlockConfig Config(const Shape& s) {
+  BlockConfig c;
+  c.hidden_size = s.hidden;
+  c.num_heads = s.heads;
+  c.num_kv_heads = s.kv_heads;
+  c.head_dim = s.hidden / s.heads;
+  c.intermediate_size = s.ffn;
+  c.rotary_dim = c.head_dim;
+  c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  return c;
+}
+
+std::vector<float> Random(int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-0.03f, 0.03f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Weights are built once per (shape, dtype): the 4096 config is ~0.7 GB in float32.
+const BlockWeights& Weights(int shape, WeightType type) {
+  static std::unique_ptr<BlockWeights> cache[2][2];
+  std::unique_ptr<BlockWeights>& slot = cache[shape][type == WeightType::kBfloat16];
+  if (slot) return *slot;
+  const BlockConfig c = Config(kShapes[shape]);
+  std::mt19937 rng(shape);
+  slot = std::make_unique<BlockWeights>();
+  const int64_t d = c.hidden_size, f = c.intermediate_size;
+  const int64_t qkv = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  slot->attn_norm_weight.assign(d, 1.0f);
+  slot->mlp_norm_weight.assign(d, 1.0f);
+  auto linear = [&](int64_t out, int64_t in) {
+    const std::vector<float> w = Random(out * in, rng);
+    return std::make_unique<LinearWeights>(w.data(), out, in, false, nullptr, type);
+  };
+  slot->qkv = linear(qkv, d);
+  slot->output = linear(d, c.num_heads * c.head_dim);
+  slot->up = linear(2 * f, d);
+  slot->down = linear(d, f);
+  return *slot;
+}
+
+double BlockFlops(const BlockConfig& c, int64_t t) {
+  const double d = c.hidden_size, dh = c.head_dim, f = c.intermediate_size;
+  const double linear = d * (c.num_heads + 2 * c.num_kv_heads) * dh + c.num_heads * dh * d +
+                        d * 2 * f + f * d;
+  return 2 * t * linear + 4.0 * c.num_heads * dh * t * t;
+}
+
+void BM_Block(benchmark::State& state) {
+  omp_set_num_threads(1);
+  const int shape = static_cast<int>(state.range(0));
+  const int64_t t = state.range(1);
+  const WeightType type = state.range(2) ? WeightType::kBfloat16 : WeightType::kFloat32;
+  const BlockConfig c = Config(kShapes[shape]);
+  const BlockWeights& w = Weights(shape, type);
+  std::mt19937 rng(7);
+  const std::vector<float> input = Random(t * c.hidden_size, rng);
+  std::vector<int64_t> positions(t);
+  for (int64_t i = 0; i < t; ++i) positions[i] = i;
+  const RopeFrequencies freq = ComputeRopeFrequencies(c.rope_theta, c.rotary_dim, {}, t);
+  std::vector<float> cos(t * c.rotary_dim), sin(t * c.rotary_dim);
+  ComputeRopeTables(freq, RopeStyle::kHalf, positions.data(), t, cos.data(), sin.data());
+  BlockBatch batch;
+  batch.rows = t;
+  batch.starts = {0};
+  batch.tokens = {t};
+  batch.lengths = {t};
+  batch.cos = cos.data();
+  batch.sin = sin.data();
+  BlockKernels kernels;
+  std::vector<float> x;
+  for (auto _ : state) {
+    state.PauseTiming();
+    x = input;  // Blocks run in place.
+    state.ResumeTiming();
+    BlockForward(c, w, batch, kernels, x.data(), nullptr);
+    benchmark::DoNotOptimize(x.data());
+  }
+  state.counters["GFLOPs"] = benchmark::Counter(BlockFlops(c, t) * state.iterations() / 1e9,
+                                                benchmark::Counter::kIsRate);
+}
+
+// A bare oneDNN matmul, weights prepacked in the layout it picks: the peak the
+// block's linear layers can reach at this M.
+void BM_Matmul(benchmark::State& state) {
+  omp_set_num_threads(1);
+  using dnnl::memory;
+  const Shape& s = kShapes[state.range(0)];
+  const int64_t m = state.range(1), k = s.hidden, n = 2 * s.ffn;
+  const auto dt = state.range(2) ? memory::data_type::bf16 : memory::data_type::f32;
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  dnnl::matmul::primitive_desc pd(
+      dnnl::matmul::desc(memory::desc({m, k}, dt, memory::format_tag::ab),
+                         memory::desc({k, n}, dt, memory::format_tag::any),
+                         memory::desc({m, n}, memory::data_type::f32, memory::format_tag::ab)),
+      engine);
+  memory src(pd.src_desc(), engine), weights(pd.weights_desc(), engine), dst(pd.dst_desc(), engine);
+  std::memset(src.get_data_handle(), 0, pd.src_desc().get_size());
+  std::memset(weights.get_data_handle(), 0, pd.weights_desc().get_size());
+  dnnl::matmul matmul(pd);
+  for (auto _ : state) {
+    matmul.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+    stream.wait();
+  }
+  state.counters["GFLOPs"] = benchmark::Counter(2.0 * m * k * n * state.iterations() / 1e9,
+                                                benchmark::Counter::kIsRate);
+}
+
+// Args: shape index (0: 768, 1: 4096), T, bfloat16 weights.
+void Args(benchmark::internal::Benchmark* b) {
+  for (int shape : {0, 1})
+    for (int64_t t : {1, 16, 128, 512})
+      for (int bf16 : {0, 1}) b->Args({shape, t, bf16});
+  b->ArgNames({"shape", "T", "bf16"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK(BM_Block)->Apply(Args);
+BENCHMARK(BM_Matmul)->Apply(Args);
+
+}  // namespace
+}  // namespace layerserve::kernels
+
+BENCHMARK_MAIN();

@@ -1,0 +1,184 @@
+// Element-wise activations through oneDNN's eltwise primitive, the per-thread
+// ActivationContext that caches them, and the choice between oneDNN and the
+// Highway loops (activation_hwy.cc) by activation and size.
+//
+// Threading: nothing here starts threads or OpenMP regions itself, but oneDNN (built
+// with the OpenMP runtime) parallelizes a primitive over omp_get_max_threads() of the
+// calling thread. The server calls kernels from its own worker threads and calls
+// omp_set_num_threads(1) on each, so a primitive runs on its caller's thread only.
+#include "kernels/activation.h"
+
+#include <array>
+#include <optional>
+#include <unordered_map>
+
+#include "kernels/activation_internal.h"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace layerserve::kernels {
+namespace {
+
+// An eltwise primitive over one chunk of values and its execute arguments, built
+// once per activation and chunk size. A call only re-points the memory objects'
+// data handles, so it creates no oneDNN objects. Fixed chunks (rather than one
+// primitive per size) keep the cache at two entries per activation however many
+// sizes the batches have; oneDNN's ~0.5 us per execute is <1% of a large chunk and
+// ~8% of a small one.
+struct EltwiseEntry {
+  dnnl::eltwise_forward primitive;
+  dnnl::memory src, dst;
+  std::unordered_map<int, dnnl::memory> args;  // Holds src and dst (shared handles).
+};
+
+struct EltwiseAlgorithm {
+  dnnl::algorithm algorithm;
+  float alpha;
+};
+
+// oneDNN's eltwise algorithm for each activation. swish is x * sigmoid(alpha x).
+EltwiseAlgorithm OneDnnAlgorithm(Activation act) {
+  using dnnl::algorithm;
+  switch (act) {
+    case Activation::kRelu:
+      return {algorithm::eltwise_relu, 0.0f};  // alpha = negative slope.
+    case Activation::kGelu:
+      return {algorithm::eltwise_gelu_erf, 0.0f};
+    case Activation::kGeluTanh:
+      return {algorithm::eltwise_gelu_tanh, 0.0f};
+    case Activation::kSilu:
+      return {algorithm::eltwise_swish, 1.0f};
+    case Activation::kSigmoid:
+      return {algorithm::eltwise_logistic, 0.0f};
+    case Activation::kTanh:
+      return {algorithm::eltwise_tanh, 0.0f};
+    case Activation::kQuickGelu:
+      return {algorithm::eltwise_swish, 1.702f};
+  }
+  return {algorithm::eltwise_relu, 0.0f};
+}
+
+// Outputs of at least this many bytes are written with streaming stores: far past
+// the 1 MiB L2, where y would be evicted before anyone reads it anyway and skipping
+// the read-for-ownership of y pays. Measured (BM_PathHighway*, ReLU, one thread,
+// plain vs streaming stores): 1M values (4 MiB out, in + out fit the 32 MiB L3)
+// 80 vs 45 GB/s; 4M values (16 MiB) 20-25 vs 35-43 GB/s; 16M 19-24 vs 29-31.
+// Compute-bound activations are indifferent (SiLU at 4M: 14.3 vs 14.6).
+constexpr int64_t kStreamMinBytes = int64_t{8} << 20;
+
+}  // namespace
+
+struct ActivationContext::Impl {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  // [activation][0: kOneDnnChunk, 1: kOneDnnSmallChunk].
+  std::array<std::array<std::optional<EltwiseEntry>, 2>, kNumActivations> eltwise;
+
+  EltwiseEntry& GetEltwise(Activation act, bool small);
+};
+
+EltwiseEntry& ActivationContext::Impl::GetEltwise(Activation act, bool small) {
+  std::optional<EltwiseEntry>& slot = eltwise[static_cast<int>(act)][small];
+  if (slot.has_value()) return *slot;
+  using dnnl::memory;
+  const memory::desc md({small ? internal::kOneDnnSmallChunk : internal::kOneDnnChunk},
+                        memory::data_type::f32, memory::format_tag::a);
+  const EltwiseAlgorithm a = OneDnnAlgorithm(act);
+  const dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                         a.algorithm, md, a.alpha, 0.0f);
+  const dnnl::eltwise_forward::primitive_desc pd(desc, engine);
+  EltwiseEntry e;
+  e.primitive = dnnl::eltwise_forward(pd);
+  e.src = memory(md, engine, DNNL_MEMORY_NONE);
+  e.dst = memory(md, engine, DNNL_MEMORY_NONE);
+  e.args = {{DNNL_ARG_SRC, e.src}, {DNNL_ARG_DST, e.dst}};
+  slot = std::move(e);
+  return *slot;
+}
+
+ActivationContext::ActivationContext() : impl_(std::make_unique<Impl>()) {}
+ActivationContext::~ActivationContext() = default;
+
+int64_t ActivationContext::CachedPrimitiveCount() const {
+  int64_t count = 0;
+  for (const auto& slots : impl_->eltwise) {
+    for (const auto& slot : slots) count += slot.has_value();
+  }
+  return count;
+}
+
+namespace internal {
+
+bool UsesStreamingStores(int64_t n) {
+  return n * static_cast<int64_t>(sizeof(float)) >= kStreamMinBytes;
+}
+
+// Measured on the target machine (AVX-512, one thread, bench/activation_bench.cc
+// BM_Path*, GB/s of CPU time; Highway vs oneDNN, chunked as above):
+//   GELU      8K: 6.5 vs 11.9, 64K: 7.9 vs 12.1, 256K: 8.9 vs 10.9 -> oneDNN from 8K;
+//   sigmoid   8K: 16.5 vs 14.8, 64K: 16.6 vs 17.7, 256K: 16.2 vs 18.0,
+//   tanh      8K: 13.7 vs 13.9, 64K: 13.7 vs 15.3, 256K: 13.2 vs 15.5
+//             -> oneDNN from 64K (the small chunk's per-execute cost eats its lead);
+//   SiLU 16.1 vs 11.7, GELU-tanh 13.2 vs 11.0, QuickGELU 14.4 vs 11.7 (256K):
+//             Highway at every size.
+// At 16M elements (DRAM) the two are within noise for GELU, sigmoid and tanh.
+// oneDNN's ReLU is as fast as Highway's but maps NaN to 0 (PyTorch keeps NaN), so
+// ReLU always takes Highway.
+bool ActivateUsesOneDnn(Activation act, int64_t n) {
+  switch (act) {
+    case Activation::kGelu:
+      return n >= kOneDnnSmallChunk;
+    case Activation::kSigmoid:
+    case Activation::kTanh:
+      return n >= kOneDnnChunk;
+    default:
+      return false;
+  }
+}
+
+void ActivateOneDnn(ActivationContext& ctx, Activation act, const float* x, int64_t n,
+                    float* y) {
+  ActivationContext::Impl& impl = ctx.impl();
+  int64_t done = 0;
+  for (bool small : {false, true}) {
+    const int64_t chunk = small ? kOneDnnSmallChunk : kOneDnnChunk;
+    if (n - done < chunk) continue;
+    EltwiseEntry* e;
+    try {
+      e = &impl.GetEltwise(act, small);
+    } catch (const dnnl::error&) {
+      break;  // oneDNN cannot make it (out of memory...): Highway does the rest.
+    }
+    for (; n - done >= chunk; done += chunk) {
+      // oneDNN only reads src; its API takes non-const handles.
+      e->src.set_data_handle(const_cast<float*>(x + done));
+      e->dst.set_data_handle(y + done);
+      e->primitive.execute(impl.stream, e->args);
+    }
+  }
+  if (done > 0) impl.stream.wait();
+  if (done < n) {
+    ActivateHighway(act, x + done, n - done, y + done, UsesStreamingStores(n));
+  }
+}
+
+}  // namespace internal
+
+void Activate(ActivationContext& ctx, Activation act, const float* x, int64_t n,
+              float* y) {
+  if (internal::ActivateUsesOneDnn(act, n)) {
+    internal::ActivateOneDnn(ctx, act, x, n, y);
+  } else {
+    internal::ActivateHighway(act, x, n, y, internal::UsesStreamingStores(n));
+  }
+}
+
+void GatedActivate(ActivationContext& /*ctx*/, Activation act, const float* gate,
+                   const float* up, int64_t rows, int64_t dim, int64_t stride, float* y) {
+  // oneDNN 2.6 has no GLU primitive. The nearest, eltwise with a binary-multiply
+  // post-op, was not tried: the Highway loop already makes one pass, and for SiLU
+  // (SwiGLU's gate, the common case) Highway beats oneDNN's eltwise alone.
+  internal::GatedActivateHighway(act, gate, up, rows, dim, stride, y,
+                                 internal::UsesStreamingStores(rows * dim));
+}
+
+}  // namespace layerserve::kernels

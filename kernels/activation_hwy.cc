@@ -1,0 +1,307 @@
+// Highway loops for the activations: compiled once per x86 level (SSSE3, SSE4,
+// AVX2, AVX-512...) by hwy/foreach_target.h and picked for the running CPU by
+// HWY_DYNAMIC_DISPATCH, so the binary needs no -march flag. No -ffast-math: IEEE
+// arithmetic, subnormals kept; NaN and Inf follow PyTorch (see activation.h).
+//
+// Math: exp and tanh from hwy/contrib/math (1 and 4 ulp). erf has no Highway
+// version; GELU uses erfc in the form of Numerical Recipes' erfcc (Press et al.,
+// "Numerical Recipes in C", 2nd ed., section 6.2):
+//   erfc(a) = t * exp(-a^2 + P(t)),  t = 1 / (1 + a/2),  a >= 0,
+// P a Chebyshev fit of degree 9 with relative error < 1.2e-7 for every a >= 0
+// (checked in double against mpmath: 1.07e-7 worst, at a = 22.4). Evaluated in
+// float32 the error is a few ulps plus the rounding of the exponent P(t) - a^2 and
+// of a itself: up to 2 x^2 2^-24 relative for GELU(x). That grows only where GELU
+// is already tiny: 3e-6 relative at x = -4 (|GELU| 1.3e-4), 2e-5 at x = -13
+// (|GELU| 1e-37), absolutely far below anything float32 outputs near 1 resolve.
+// activation_test.cc sweeps it densely against erfc in double.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/activation_hwy.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// foreach_target.h re-includes this file once per target; the includes below are
+// the per-target ones.
+#include <algorithm>
+#include <cstdint>
+
+#include "hwy/cache_control.h"
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "kernels/activation.h"
+#include "kernels/activation_internal.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace layerserve::kernels::internal {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// Bound on lanes per vector for the partial-vector buffers (512-bit x86: 16).
+constexpr size_t kMaxLanes = 64;
+
+// exp(x) for every float: hwy's Exp is specified on [-FLT_MAX, 104] only (beyond,
+// its 2^q reconstruction wraps) and returns 0 for NaN (its range check is false).
+// exp(x) is +inf in float32 from 88.73 on, so clamping at 89 keeps +inf for every
+// larger x, and NaN is put back.
+HWY_INLINE VF ExpAll(DF d, VF x) {
+  return hn::IfThenElse(hn::IsNaN(x), x, hn::Exp(d, hn::Min(x, hn::Set(d, 89.0f))));
+}
+
+struct Relu {
+  // Lt is false for NaN and -0: both pass through, as torch.relu.
+  HWY_INLINE VF operator()(DF d, VF x) const {
+    return hn::IfThenZeroElse(hn::Lt(x, hn::Zero(d)), x);
+  }
+};
+
+struct Sigmoid {
+  HWY_INLINE VF operator()(DF d, VF x) const {
+    const VF one = hn::Set(d, 1.0f);
+    return hn::Div(one, hn::Add(one, ExpAll(d, hn::Neg(x))));
+  }
+};
+
+// x * sigmoid(k x) as x / (1 + exp(-k x)): one rounding fewer than a separate
+// product, and the same non-finite results as PyTorch's x * sigmoid(k x)
+// (-inf / inf = NaN; finite x / inf = -0).
+template <int kNumerator, int kDenominator>
+struct XSigmoid {
+  HWY_INLINE VF operator()(DF d, VF x) const {
+    const VF one = hn::Set(d, 1.0f);
+    const VF minus_k = hn::Set(d, -static_cast<float>(kNumerator) / kDenominator);
+    return hn::Div(x, hn::Add(one, ExpAll(d, hn::Mul(x, minus_k))));
+  }
+};
+using Silu = XSigmoid<1, 1>;
+using QuickGelu = XSigmoid<1702, 1000>;
+
+// x/2 * (1 + tanh(z)) = x / (1 + exp(-2z)), z = sqrt(2/pi) (x + 0.044715 x^3):
+// the same value without the cancellation of 1 + tanh(z) for x < 0, and one exp
+// instead of tanh's expm1 and division. z is computed as x (1 + 0.044715 x^2),
+// which overflows to +-inf exactly when PyTorch's x + 0.044715 x^3 does (|x| >~
+// 2e12 would give inf in both: the outputs are then x and -0 alike).
+struct GeluTanh {
+  HWY_INLINE VF operator()(DF d, VF x) const {
+    const VF one = hn::Set(d, 1.0f);
+    const VF inner = hn::Mul(x, hn::MulAdd(hn::Mul(x, x), hn::Set(d, 0.044715f), one));
+    const VF minus_two_k = hn::Set(d, -1.5957691216057308f);  // -2 sqrt(2/pi)
+    return hn::Div(x, hn::Add(one, ExpAll(d, hn::Mul(inner, minus_two_k))));
+  }
+};
+
+// erfc(a) for a >= 0, +inf and NaN (see the top of the file). P(t) by Estrin's
+// scheme: four dependent steps instead of Horner's nine, which kept the loop
+// waiting on FMA latency (8% faster measured).
+HWY_INLINE VF ErfcNonNegative(DF d, VF a) {
+  const VF one = hn::Set(d, 1.0f);
+  const VF t = hn::Div(one, hn::MulAdd(a, hn::Set(d, 0.5f), one));
+  const VF t2 = hn::Mul(t, t);
+  const VF t4 = hn::Mul(t2, t2);
+  const VF t8 = hn::Mul(t4, t4);
+  const VF q0 = hn::MulAdd(hn::Set(d, 1.00002368f), t, hn::Set(d, -1.26551223f));
+  const VF q1 = hn::MulAdd(hn::Set(d, 0.09678418f), t, hn::Set(d, 0.37409196f));
+  const VF q2 = hn::MulAdd(hn::Set(d, 0.27886807f), t, hn::Set(d, -0.18628806f));
+  const VF q3 = hn::MulAdd(hn::Set(d, 1.48851587f), t, hn::Set(d, -1.13520398f));
+  const VF q4 = hn::MulAdd(hn::Set(d, 0.17087277f), t, hn::Set(d, -0.82215223f));
+  const VF p = hn::MulAdd(q4, t8,
+                          hn::MulAdd(hn::MulAdd(q3, t2, q2), t4, hn::MulAdd(q1, t2, q0)));
+  // The exponent p - a*a (one rounding where the target has FMA) is at most
+  // P(1) ~ 0, inside hn::Exp's range, so no clamp: a = +inf gives -inf, exp 0,
+  // t = 0; a = NaN gives t = NaN, so the product is NaN although Exp(NaN) is 0.
+  return hn::Mul(t, hn::Exp(d, hn::NegMulAdd(a, a, p)));
+}
+
+// x * Phi(x) = x/2 * erfc(-x/sqrt(2)), with erfc(z) = 2 - erfc(-z) for z < 0.
+// -inf: -inf/2 * 0 = NaN, as PyTorch; +inf: inf/2 * 2 = inf.
+struct Gelu {
+  HWY_INLINE VF operator()(DF d, VF x) const {
+    const VF z = hn::Mul(x, hn::Set(d, -0.70710678118654752f));
+    const VF e = ErfcNonNegative(d, hn::Abs(z));
+    // Lt is false for NaN: e (NaN) is kept.
+    const VF erfc_z = hn::IfThenElse(hn::Lt(z, hn::Zero(d)), hn::Sub(hn::Set(d, 2.0f), e), e);
+    return hn::Mul(hn::Mul(x, hn::Set(d, 0.5f)), erfc_z);
+  }
+};
+
+struct Tanh {
+  // hwy's Tanh: 4 ulp; +-1 beyond |x| = 18.7; NaN stays NaN.
+  HWY_INLINE VF operator()(DF d, VF x) const { return hn::Tanh(d, x); }
+};
+
+// Runs op on `count` < one vector of values through an aligned buffer, so no load
+// or store touches memory past the arrays.
+template <class Op>
+HWY_INLINE void UnaryPartial(const Op& op, const float* x, size_t count, float* y) {
+  const DF d;
+  HWY_ALIGN float buf[kMaxLanes] = {};
+  std::copy(x, x + count, buf);
+  hn::Store(op(d, hn::Load(d, buf)), d, buf);
+  std::copy(buf, buf + count, y);
+}
+
+template <class Op>
+HWY_INLINE void GatedPartial(const Op& op, const float* g, const float* u, size_t count,
+                             float* y) {
+  const DF d;
+  HWY_ALIGN float gbuf[kMaxLanes] = {};
+  HWY_ALIGN float ubuf[kMaxLanes] = {};
+  std::copy(g, g + count, gbuf);
+  std::copy(u, u + count, ubuf);
+  hn::Store(hn::Mul(op(d, hn::Load(d, gbuf)), hn::Load(d, ubuf)), d, gbuf);
+  std::copy(gbuf, gbuf + count, y);
+}
+
+// How many values to run before y + i is vector-aligned, as hn::Stream requires;
+// `n` (all of them) if y is not even float-aligned.
+HWY_INLINE size_t HeadToAlign(const float* y, size_t n) {
+  const size_t lanes = hn::Lanes(DF());
+  const uintptr_t address = reinterpret_cast<uintptr_t>(y);
+  if (address % sizeof(float) != 0) return n;
+  const size_t misaligned = (address / sizeof(float)) % lanes;
+  return misaligned == 0 ? 0 : std::min(n, lanes - misaligned);
+}
+
+// y[i] = op(x[i]). Loads are unaligned; y == x is fine (same index read first).
+template <class Op>
+void UnaryLoop(const float* x, size_t n, float* y, bool stream) {
+  const Op op;
+  const DF d;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  if (stream) {
+    const size_t head = HeadToAlign(y, n);
+    if (head >= lanes) {  // Unaligned floats: plain stores.
+      stream = false;
+    } else if (head > 0) {
+      UnaryPartial(op, x, head, y);
+      i = head;
+    }
+  }
+  if (stream) {
+    for (; i + lanes <= n; i += lanes) hn::Stream(op(d, hn::LoadU(d, x + i)), d, y + i);
+    hwy::FlushStream();  // Order the non-temporal stores before later writes.
+  } else {
+    for (; i + lanes <= n; i += lanes) hn::StoreU(op(d, hn::LoadU(d, x + i)), d, y + i);
+  }
+  while (i < n) {  // The tail; also the whole of an unaligned head.
+    const size_t count = std::min(lanes, n - i);
+    UnaryPartial(op, x + i, count, y + i);
+    i += count;
+  }
+}
+
+// y[i] = op(g[i]) * u[i].
+template <class Op>
+void GatedLoop(const float* g, const float* u, size_t n, float* y, bool stream) {
+  const Op op;
+  const DF d;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  if (stream) {
+    const size_t head = HeadToAlign(y, n);
+    if (head >= lanes) {
+      stream = false;
+    } else if (head > 0) {
+      GatedPartial(op, g, u, head, y);
+      i = head;
+    }
+  }
+  if (stream) {
+    // No fence here: GatedRows fences once after all rows (one per row cost 25%
+    // on packed [2048, 2 x 4096]).
+    for (; i + lanes <= n; i += lanes) {
+      hn::Stream(hn::Mul(op(d, hn::LoadU(d, g + i)), hn::LoadU(d, u + i)), d, y + i);
+    }
+  } else {
+    for (; i + lanes <= n; i += lanes) {
+      hn::StoreU(hn::Mul(op(d, hn::LoadU(d, g + i)), hn::LoadU(d, u + i)), d, y + i);
+    }
+  }
+  while (i < n) {
+    const size_t count = std::min(lanes, n - i);
+    GatedPartial(op, g + i, u + i, count, y + i);
+    i += count;
+  }
+}
+
+template <class Op>
+void GatedRows(const float* gate, const float* up, int64_t rows, int64_t dim,
+               int64_t stride, float* y, bool stream) {
+  if (stride == dim) {  // Two contiguous tensors: one run over all of them.
+    GatedLoop<Op>(gate, up, static_cast<size_t>(rows * dim), y, stream);
+  } else {
+    for (int64_t r = 0; r < rows; ++r) {
+      GatedLoop<Op>(gate + r * stride, up + r * stride, static_cast<size_t>(dim),
+                    y + r * dim, stream);
+    }
+  }
+  if (stream) hwy::FlushStream();  // Order the non-temporal stores before later writes.
+}
+
+void ActivateImpl(Activation act, const float* x, int64_t n, float* y, bool stream) {
+  const size_t count = static_cast<size_t>(n);
+  switch (act) {
+    case Activation::kRelu:
+      return UnaryLoop<Relu>(x, count, y, stream);
+    case Activation::kGelu:
+      return UnaryLoop<Gelu>(x, count, y, stream);
+    case Activation::kGeluTanh:
+      return UnaryLoop<GeluTanh>(x, count, y, stream);
+    case Activation::kSilu:
+      return UnaryLoop<Silu>(x, count, y, stream);
+    case Activation::kSigmoid:
+      return UnaryLoop<Sigmoid>(x, count, y, stream);
+    case Activation::kTanh:
+      return UnaryLoop<Tanh>(x, count, y, stream);
+    case Activation::kQuickGelu:
+      return UnaryLoop<QuickGelu>(x, count, y, stream);
+  }
+}
+
+void GatedActivateImpl(Activation act, const float* gate, const float* up, int64_t rows,
+                       int64_t dim, int64_t stride, float* y, bool stream) {
+  switch (act) {
+    case Activation::kRelu:
+      return GatedRows<Relu>(gate, up, rows, dim, stride, y, stream);
+    case Activation::kGelu:
+      return GatedRows<Gelu>(gate, up, rows, dim, stride, y, stream);
+    case Activation::kGeluTanh:
+      return GatedRows<GeluTanh>(gate, up, rows, dim, stride, y, stream);
+    case Activation::kSilu:
+      return GatedRows<Silu>(gate, up, rows, dim, stride, y, stream);
+    case Activation::kSigmoid:
+      return GatedRows<Sigmoid>(gate, up, rows, dim, stride, y, stream);
+    case Activation::kTanh:
+      return GatedRows<Tanh>(gate, up, rows, dim, stride, y, stream);
+    case Activation::kQuickGelu:
+      return GatedRows<QuickGelu>(gate, up, rows, dim, stride, y, stream);
+  }
+}
+
+const char* LoopTargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace layerserve::kernels::internal
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace layerserve::kernels::internal {
+
+HWY_EXPORT(ActivateImpl);
+HWY_EXPORT(GatedActivateImpl);
+HWY_EXPORT(LoopTargetName);
+
+void ActivateHighway(Activation act, const float* x, int64_t n, float* y, bool stream) {
+  HWY_DYNAMIC_DISPATCH(ActivateImpl)(act, x, n, y, stream);
+}
+
+void GatedActivateHighway(Activation act, const float* gate, const float* up,
+                          int64_t rows, int64_t dim, int64_t stride, float* y,
+                          bool stream) {
+  HWY_DYNAMIC_DISPATCH(GatedActivateImpl)(act, gate, up, rows, dim, stride, y, stream);
+}
+
+const char* ActivationHighwayTarget() { return HWY_DYNAMIC_DISPATCH(LoopTargetName)(); }
+
+}  // namespace layerserve::kernels::internal
+#endif  // HWY_ONCE

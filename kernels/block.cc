@@ -1,0 +1,138 @@
+#include "kernels/block.h"
+
+#include <algorithm>
+
+namespace layerserve::kernels {
+namespace {
+
+// norm(x) of the block's attention or MLP input into y; both [rows, D].
+void BlockNorm(const BlockConfig& c, const std::vector<float>& weight,
+               const std::vector<float>& bias, NormContext& context, const float* x,
+               int64_t rows, float* y) {
+  NormParams p;
+  p.epsilon = c.norm_epsilon;
+  p.weight = weight.data();
+  p.bias = bias.empty() ? nullptr : bias.data();
+  p.weight_offset = c.norm_weight_offset;
+  if (c.rms_norm) {
+    RmsNorm(context, x, rows, c.hidden_size, p, y);
+  } else {
+    LayerNorm(context, x, rows, c.hidden_size, p, y);
+  }
+}
+
+// Self-attention of norm1(x): returns o_proj(attention) in kernels.projected.
+void AttentionPart(const BlockConfig& c, const BlockWeights& w, const BlockBatch& batch,
+                   BlockKernels& k, double* head_entropy) {
+  const int64_t rows = batch.rows, dh = c.head_dim;
+  const int64_t q_width = c.num_heads * dh, kv_width = c.num_kv_heads * dh;
+  const int64_t qkv_width = q_width + 2 * kv_width;
+  k.qkv.resize(rows * qkv_width);
+  Linear(k.linear, *w.qkv, k.normed.data(), rows, k.qkv.data());
+  float* q = k.qkv.data();
+  float* key = q + q_width;
+  if (c.qk_norm) {
+    // Each head of each token is one row of Dh: q heads and k heads are contiguous
+    // within a token's fused row.
+    NormParams p;
+    p.epsilon = c.norm_epsilon;
+    for (int64_t t = 0; t < rows; ++t) {
+      p.weight = w.q_norm_weight.data();
+      RmsNorm(k.norm, q + t * qkv_width, c.num_heads, dh, p, q + t * qkv_width);
+      p.weight = w.k_norm_weight.data();
+      RmsNorm(k.norm, key + t * qkv_width, c.num_kv_heads, dh, p, key + t * qkv_width);
+    }
+  }
+  if (c.has_rope) {
+    // All rows as one "sequence" of `rows` tokens: the tables hold each row's
+    // own position.
+    RopeGeometry g;
+    g.batch = 1;
+    g.tokens = rows;
+    g.head_dim = dh;
+    g.rotary_dim = c.rotary_dim;
+    g.head_stride = dh;
+    g.token_stride = qkv_width;
+    g.heads = c.num_heads;
+    ApplyRope(q, q, g, RopeStyle::kHalf, batch.cos, batch.sin);
+    g.heads = c.num_kv_heads;
+    ApplyRope(key, key, g, RopeStyle::kHalf, batch.cos, batch.sin);
+  }
+  k.attn.resize(rows * q_width);
+  for (size_t b = 0; b < batch.starts.size(); ++b) {
+    const int64_t start = batch.starts[b], tokens = batch.tokens[b];
+    const int64_t length = batch.lengths[b];
+    k.limits.resize(tokens);
+    for (int64_t t = 0; t < tokens; ++t) {
+      // Padded queries attend to nothing (zeros); real ones to the real keys before
+      // them (causal) or all real keys.
+      k.limits[t] = t >= length ? 0 : (batch.causal ? t + 1 : length);
+    }
+    AttentionArgs a;
+    a.q_heads = c.num_heads;
+    a.kv_heads = c.num_kv_heads;
+    a.head_dim = dh;
+    a.tokens = tokens;
+    a.keys = tokens;
+    a.q = q + start * qkv_width;
+    a.q_stride = qkv_width;
+    a.k = key + start * qkv_width;
+    a.v = key + kv_width + start * qkv_width;
+    a.kv_stride = qkv_width;
+    a.out = k.attn.data() + start * q_width;
+    a.out_stride = q_width;
+    a.scale = c.attention_scale;
+    a.key_limits = k.limits.data();
+    a.head_entropy = head_entropy;
+    Attention(k.attention, a);
+  }
+  k.projected.resize(rows * c.hidden_size);
+  Linear(k.linear, *w.output, k.attn.data(), rows, k.projected.data());
+}
+
+// The MLP of `input` [rows, D], result into out [rows, D].
+void MlpPart(const BlockConfig& c, const BlockWeights& w, BlockKernels& k,
+             const float* input, int64_t rows, float* out) {
+  const int64_t f = c.intermediate_size;
+  k.mlp_in.resize(rows * w.up->out());
+  Linear(k.linear, *w.up, input, rows, k.mlp_in.data());
+  k.mlp_hidden.resize(rows * f);
+  if (c.gated_mlp) {
+    GatedActivate(k.activation, c.activation, k.mlp_in.data(), k.mlp_in.data() + f, rows,
+                  f, 2 * f, k.mlp_hidden.data());
+  } else {
+    Activate(k.activation, c.activation, k.mlp_in.data(), rows * f, k.mlp_hidden.data());
+  }
+  Linear(k.linear, *w.down, k.mlp_hidden.data(), rows, out);
+}
+
+}  // namespace
+
+int64_t BlockWeights::bytes() const {
+  const int64_t vectors = attn_norm_weight.size() + attn_norm_bias.size() +
+                          mlp_norm_weight.size() + mlp_norm_bias.size() +
+                          q_norm_weight.size() + k_norm_weight.size();
+  return vectors * 4 + qkv->bytes() + output->bytes() + up->bytes() + down->bytes();
+}
+
+void BlockForward(const BlockConfig& c, const BlockWeights& w, const BlockBatch& batch,
+                  BlockKernels& k, float* x, double* head_entropy) {
+  const int64_t rows = batch.rows, d = c.hidden_size;
+  k.normed.resize(rows * d);
+  BlockNorm(c, w.attn_norm_weight, w.attn_norm_bias, k.norm, x, rows, k.normed.data());
+  AttentionPart(c, w, batch, k, head_entropy);
+  if (c.parallel_residual) {
+    // x + attn(ln1(x)) + mlp(ln2(x)): both branches read the block's input.
+    BlockNorm(c, w.mlp_norm_weight, w.mlp_norm_bias, k.norm, x, rows, k.normed.data());
+    for (int64_t i = 0; i < rows * d; ++i) x[i] += k.projected[i];
+    MlpPart(c, w, k, k.normed.data(), rows, k.projected.data());
+    for (int64_t i = 0; i < rows * d; ++i) x[i] += k.projected[i];
+    return;
+  }
+  for (int64_t i = 0; i < rows * d; ++i) x[i] += k.projected[i];
+  BlockNorm(c, w.mlp_norm_weight, w.mlp_norm_bias, k.norm, x, rows, k.normed.data());
+  MlpPart(c, w, k, k.normed.data(), rows, k.projected.data());
+  for (int64_t i = 0; i < rows * d; ++i) x[i] += k.projected[i];
+}
+
+}  // namespace layerserve::kernels

@@ -1,0 +1,73 @@
+// Linear layers on oneDNN matmul: y[M, out] = x[M, in] · W^T + bias.
+//
+// LinearWeights are prepacked once, at load, into the blocked layout oneDNN's
+// matmul picks for them (that layout does not depend on M, measured for f32 and
+// bf16), and are then immutable: share them between threads freely. A
+// LinearContext holds one thread's primitives (one per weights and M, created on
+// first use) and scratch; it is not thread-safe: one per worker thread. Workers are
+// single-threaded (omp_set_num_threads(1)), so a matmul runs on the calling thread.
+#ifndef LAYERSERVE_KERNELS_LINEAR_H_
+#define LAYERSERVE_KERNELS_LINEAR_H_
+
+#include <cstdint>
+#include <memory>
+
+namespace layerserve::kernels {
+
+// How weights are held. Activations are float32 outside; with kBfloat16 they are
+// rounded to bfloat16 for the product, which accumulates in float32.
+enum class WeightType { kFloat32, kBfloat16 };
+
+class LinearWeights {
+ public:
+  // `weight` is [out, in] row-major (torch.nn.Linear), or [in, out] when
+  // `in_by_out` (GPT-2's Conv1D). `bias` is [out] or null. Copies what it needs.
+  // REQUIRES: in >= 1, out >= 1.
+  LinearWeights(const float* weight, int64_t out, int64_t in, bool in_by_out,
+                const float* bias, WeightType type);
+  ~LinearWeights();
+  LinearWeights(const LinearWeights&) = delete;
+  LinearWeights& operator=(const LinearWeights&) = delete;
+
+  int64_t in() const { return in_; }
+  int64_t out() const { return out_; }
+  WeightType type() const { return type_; }
+  // Bytes of the packed weights and bias.
+  int64_t bytes() const;
+
+  struct Packed;
+  const Packed& packed() const { return *packed_; }
+
+ private:
+  const int64_t in_, out_;
+  const WeightType type_;
+  std::unique_ptr<Packed> packed_;
+};
+
+class LinearContext {
+ public:
+  LinearContext();
+  ~LinearContext();
+  LinearContext(const LinearContext&) = delete;
+  LinearContext& operator=(const LinearContext&) = delete;
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// y[rows, w.out()] = x[rows, w.in()] · W^T + bias. x and y are row-major float32
+// and must not overlap. REQUIRES: rows >= 1.
+void Linear(LinearContext& context, const LinearWeights& w, const float* x, int64_t rows,
+            float* y);
+
+// The same product computed naively in double from the original float32 weights
+// ([out, in] row-major), rounded once: the test oracle.
+void LinearReference(const float* weight, const float* bias, int64_t out, int64_t in,
+                     const float* x, int64_t rows, float* y);
+
+}  // namespace layerserve::kernels
+
+#endif  // LAYERSERVE_KERNELS_LINEAR_H_

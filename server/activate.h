@@ -1,0 +1,40 @@
+// The Activate RPC apart from transport: request validation (every error names its
+// field) and execution on a kernel context. Stateless; safe from any thread.
+#ifndef LAYERSERVE_SERVER_ACTIVATE_H_
+#define LAYERSERVE_SERVER_ACTIVATE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/activation.h"
+#include "layerserve/v1/layerserve.pb.h"
+#include "server/tensor_codec.h"
+
+namespace layerserve {
+
+// An Activate request that passed validation, its tensors already float32.
+struct ActivateJob {
+  // The element-wise activation, or the one applied to the gate (SWIGLU: kSilu).
+  kernels::Activation activation = kernels::Activation::kRelu;
+  enum class Form { kElementwise, kGatedTwoTensors, kGatedPacked };
+  Form form = Form::kElementwise;
+  // Element-wise: x. Gated with a gate tensor: up. Packed: [..., 2F], gate first.
+  DecodedTensor input;
+  std::vector<float> gate;  // kGatedTwoTensors only, input's shape.
+  std::vector<int64_t> output_shape;
+  kernels::ElementType output_type = kernels::ElementType::kFloat32;
+};
+
+// INVALID_ARGUMENT naming the field for every malformed request.
+absl::StatusOr<ActivateJob> ParseActivateRequest(const v1::ActivateRequest& request);
+
+// Runs the kernel and fills `response`. Computes in place in the job's own buffers
+// (so it allocates no output buffer of its own): `job` is consumed. Returns the
+// number of output values that overflowed a 16-bit output dtype.
+int64_t RunActivate(kernels::ActivationContext& context, ActivateJob& job,
+                    v1::ActivateResponse* response);
+
+}  // namespace layerserve
+
+#endif  // LAYERSERVE_SERVER_ACTIVATE_H_

@@ -1,0 +1,48 @@
+// The BlockForward RPC apart from transport: validation against the served model
+// (every error names its field) and the forward pass through the requested blocks.
+// Stateless; safe from any thread.
+#ifndef LAYERSERVE_SERVER_BLOCK_FORWARD_H_
+#define LAYERSERVE_SERVER_BLOCK_FORWARD_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/block.h"
+#include "layerserve/v1/layerserve.pb.h"
+#include "server/model_repository.h"
+#include "server/tensor_codec.h"
+
+namespace layerserve {
+
+struct BlockForwardJob {
+  const Model* model = nullptr;
+  int64_t layer_start = 0;
+  int64_t num_layers = 1;
+  DecodedTensor hidden;            // [B, T, D] or [T, D], float32
+  int64_t batch = 1, tokens = 1;   // B, T
+  std::vector<int64_t> positions;  // [B * T]
+  std::vector<int64_t> lengths;    // [B]: real tokens of each sequence
+  bool causal = true;
+  bool want_attention_stats = false;
+  kernels::ElementType output_type = kernels::ElementType::kFloat32;
+};
+
+// Positions are rounded to float32 before the RoPE angle (as Hugging Face does), so
+// past 2^24 two positions would rotate alike: those are rejected.
+inline constexpr int64_t kMaxPosition = int64_t{1} << 24;
+
+// NOT_FOUND unknown model, FAILED_PRECONDITION model that failed to load,
+// OUT_OF_RANGE layers past the model, INVALID_ARGUMENT anything else malformed,
+// UNIMPLEMENTED a session_id (sessions are not served yet).
+absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
+    const v1::BlockForwardRequest& request, const ModelRepository& models);
+
+// Runs the blocks and fills `response`. Returns the number of output values that
+// overflowed a 16-bit output dtype.
+int64_t RunBlockForward(kernels::BlockKernels& kernels, const BlockForwardJob& job,
+                        v1::BlockForwardResponse* response);
+
+}  // namespace layerserve
+
+#endif  // LAYERSERVE_SERVER_BLOCK_FORWARD_H_
