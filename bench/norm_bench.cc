@@ -114,10 +114,11 @@ void RunSpec(benchmark::State& state, Op op) {
   // start with the process default.
   omp_set_num_threads(1);
   if (state.thread_index() == 0) {
+    const bool residual = Arrays(op) == 4;
     if (!g_data || g_data->x.size() != static_cast<size_t>(rows * dim) ||
-        g_data->r.empty() != (Arrays(op) == 2)) {
+        g_data->r.empty() == residual) {
       g_data.reset();  // Free before allocating: these are up to 256 MiB.
-      g_data = std::make_unique<Data>(rows, dim, Arrays(op) == 4);
+      g_data = std::make_unique<Data>(rows, dim, residual);
     }
     g_barrier.Reset(threads);
   }
