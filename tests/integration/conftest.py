@@ -12,7 +12,10 @@ import threading
 import time
 import urllib.request
 
+import grpc
 import pytest
+
+from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
 
 SERVER = os.environ.get("LAYERSERVE_SERVER", "build/server/layerserve")
 CLI = os.environ.get("LAYERSERVE_CLI", "build/client/layerserve-cli")
@@ -73,6 +76,13 @@ class ServerProcess:
 
     def output(self) -> str:
         return "".join(self.lines)
+
+
+@pytest.fixture(scope="module")
+def stub(server):
+    """A LayerService stub on the module's server."""
+    with grpc.insecure_channel(server.target) as channel:
+        yield pb_grpc.LayerServiceStub(channel)
 
 
 @pytest.fixture(scope="module")

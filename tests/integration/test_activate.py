@@ -13,13 +13,13 @@ import pytest
 
 from conftest import SOURCE_DIR
 from layerserve.v1 import layerserve_pb2 as pb
+from wire import WIRE, array_tensor, values
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
 
 GOLDEN = os.path.join(SOURCE_DIR, "tests", "golden", "activation_golden.json")
 # make_activation_golden.py: |got - want| <= tol * max(1, |want|); NaN is NaN and an
 # infinity the same infinity.
 TOLERANCE = {"float32": 1e-5, "bfloat16": 2e-2}
-WIRE = {"float32": pb.FLOAT32, "bfloat16": pb.BFLOAT16}
 
 
 @pytest.fixture(scope="module")
@@ -41,24 +41,8 @@ def floats(values):
     return np.array([float(v) for v in values], dtype=np.float32)
 
 
-def tensor(a, wire):
-    """A pb.Tensor; a must be exact in bfloat16 when wire is bfloat16."""
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    if wire == "float32":
-        data = a.astype("<f4").tobytes()
-    else:
-        bits = a.view(np.uint32)
-        assert np.all(bits & 0xFFFF == 0), "not bfloat16-exact"
-        data = (bits >> 16).astype("<u2").tobytes()
-    return pb.Tensor(shape=list(a.shape), dtype=WIRE[wire], data=data)
 
 
-def values(t):
-    if t.dtype == pb.FLOAT32:
-        return np.frombuffer(t.data, dtype="<f4").astype(np.float64)
-    assert t.dtype == pb.BFLOAT16, t.dtype
-    bits = np.frombuffer(t.data, dtype="<u2").astype(np.uint32) << 16
-    return bits.view(np.float32).astype(np.float64)
 
 
 def check(got_tensor, want, shape, wire):
@@ -83,9 +67,9 @@ def test_golden_cases(stub, golden, wire):
         shape = case["shape"]
         request = pb.ActivateRequest(
             activation=pb.Activation.Value(case["activation"]),
-            input=tensor(floats(case["input"]).reshape(shape), wire))
+            input=array_tensor(floats(case["input"]).reshape(shape), wire))
         if case["form"] == "gated":
-            request.gate.CopyFrom(tensor(floats(case["gate"]).reshape(shape), wire))
+            request.gate.CopyFrom(array_tensor(floats(case["gate"]).reshape(shape), wire))
         response = stub.Activate(request, timeout=30)
         try:
             check(response.output, floats(case["expected"]), case["expected_shape"], wire)
@@ -108,7 +92,7 @@ def test_large_elementwise_gelu_matches_numpy(stub):
     rng = np.random.default_rng(11)
     x = (rng.standard_normal((3, 50000)) * 3).astype(np.float32)
     response = stub.Activate(pb.ActivateRequest(activation=pb.GELU,
-                                                input=tensor(x, "float32")), timeout=60)
+                                                input=array_tensor(x, "float32")), timeout=60)
     check(response.output, gelu(x.astype(np.float64)), x.shape, "float32")
 
 
@@ -117,7 +101,7 @@ def test_large_packed_swiglu_matches_numpy(stub):
     rng = np.random.default_rng(12)
     x = (rng.standard_normal((2, 3, 10000)) * 2).astype(np.float32)
     response = stub.Activate(pb.ActivateRequest(activation=pb.SWIGLU,
-                                                input=tensor(x, "float32")), timeout=60)
+                                                input=array_tensor(x, "float32")), timeout=60)
     g = x[..., :5000].astype(np.float32)
     u = x[..., 5000:].astype(np.float64)
     # act(gate) rounded to float32 before the product, as PyTorch does.
@@ -130,8 +114,8 @@ def test_streamed_large_output_two_tensor_reglu(stub):
     rng = np.random.default_rng(13)
     gate = (rng.standard_normal((500, 5000)) * 2).astype(np.float32)
     up = rng.standard_normal((500, 5000)).astype(np.float32)
-    request = pb.ActivateRequest(activation=pb.REGLU, input=tensor(up, "float32"),
-                                 gate=tensor(gate, "float32"))
+    request = pb.ActivateRequest(activation=pb.REGLU, input=array_tensor(up, "float32"),
+                                 gate=array_tensor(gate, "float32"))
     response = stub.Activate(request, timeout=120)
     want = np.maximum(gate, 0).astype(np.float64) * up
     check(response.output, want, gate.shape, "float32")
@@ -140,15 +124,15 @@ def test_streamed_large_output_two_tensor_reglu(stub):
 def test_output_dtype_bfloat16_from_float32(stub):
     x = np.linspace(-4, 4, 33, dtype=np.float32).reshape(3, 11)
     response = stub.Activate(pb.ActivateRequest(activation=pb.SILU,
-                                                input=tensor(x, "float32"),
+                                                input=array_tensor(x, "float32"),
                                                 output_dtype=pb.BFLOAT16), timeout=30)
     check(response.output, silu(x.astype(np.float64)), x.shape, "bfloat16")
 
 
 @pytest.mark.parametrize("mutate,message", [
-    (lambda r: r.gate.CopyFrom(tensor(np.zeros((2, 3), np.float32), "float32")),
+    (lambda r: r.gate.CopyFrom(array_tensor(np.zeros((2, 3), np.float32), "float32")),
      "gate.shape: [2,3] must equal input.shape [2,4]"),
-    (lambda r: r.input.CopyFrom(tensor(np.zeros((1, 7), np.float32), "float32")),
+    (lambda r: r.input.CopyFrom(array_tensor(np.zeros((1, 7), np.float32), "float32")),
      "input.shape: packed gate+up needs an even last dim, got 7"),
     (lambda r: setattr(r, "activation", pb.ACTIVATION_UNSPECIFIED),
      "activation: ACTIVATION_UNSPECIFIED"),
@@ -158,7 +142,7 @@ def test_output_dtype_bfloat16_from_float32(stub):
 ])
 def test_invalid_argument_names_the_field(stub, mutate, message):
     request = pb.ActivateRequest(activation=pb.SWIGLU,
-                                 input=tensor(np.ones((2, 4), np.float32), "float32"))
+                                 input=array_tensor(np.ones((2, 4), np.float32), "float32"))
     mutate(request)
     with pytest.raises(grpc.RpcError) as error:
         stub.Activate(request, timeout=30)
@@ -167,7 +151,7 @@ def test_invalid_argument_names_the_field(stub, mutate, message):
 
 
 def test_gate_with_elementwise_activation_is_rejected(stub):
-    x = tensor(np.ones((2, 4), np.float32), "float32")
+    x = array_tensor(np.ones((2, 4), np.float32), "float32")
     with pytest.raises(grpc.RpcError) as error:
         stub.Activate(pb.ActivateRequest(activation=pb.TANH, input=x, gate=x), timeout=30)
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -14,11 +14,11 @@ import pytest
 
 from conftest import SOURCE_DIR, ServerProcess
 from layerserve.v1 import layerserve_pb2 as pb
+from wire import WIRE, tensor, values
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
 
 GOLDEN = os.path.join(SOURCE_DIR, "tests", "golden", "block_golden.json")
 MODELS = os.path.join(SOURCE_DIR, "tests", "golden", "models")
-WIRE = {"float32": pb.FLOAT32, "bfloat16": pb.BFLOAT16}
 
 with open(GOLDEN) as _f:
     GOLDEN_DATA = json.load(_f)
@@ -46,24 +46,8 @@ def stubs(servers):
         channel.close()
 
 
-def tensor(values, shape, wire):
-    """A pb.Tensor; values must be exact in bfloat16 when wire is bfloat16."""
-    a = np.asarray(values, dtype=np.float32).reshape(shape)
-    if wire == "float32":
-        data = a.astype("<f4").tobytes()
-    else:
-        bits = a.view(np.uint32)
-        assert np.all(bits & 0xFFFF == 0), "not bfloat16-exact"
-        data = (bits >> 16).astype("<u2").tobytes()
-    return pb.Tensor(shape=list(shape), dtype=WIRE[wire], data=data)
 
 
-def values(t):
-    if t.dtype == pb.FLOAT32:
-        return np.frombuffer(t.data, dtype="<f4").astype(np.float64)
-    assert t.dtype == pb.BFLOAT16, t.dtype
-    bits = np.frombuffer(t.data, dtype="<u2").astype(np.uint32) << 16
-    return bits.view(np.float32).astype(np.float64)
 
 
 def request_for(case, wire, want_stats=False):

@@ -19,11 +19,10 @@ import pytest
 
 from conftest import SOURCE_DIR
 from layerserve.v1 import layerserve_pb2 as pb
-from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
+from wire import WIRE, tensor, values
 
 GOLDEN = os.path.join(SOURCE_DIR, "tests", "golden", "rope_golden.json")
 TOLERANCE = {"float32": 1e-5, "bfloat16": 2e-2}
-WIRE = {"float32": pb.FLOAT32, "bfloat16": pb.BFLOAT16}
 F32 = np.float32
 
 
@@ -33,30 +32,8 @@ def cases():
         return json.load(f)["cases"]
 
 
-@pytest.fixture(scope="module")
-def stub(server):
-    with grpc.insecure_channel(server.target) as channel:
-        yield pb_grpc.LayerServiceStub(channel)
 
 
-def tensor(values, shape, wire):
-    """A pb.Tensor; values must be exact in bfloat16 when wire is bfloat16."""
-    a = np.asarray(values, dtype=np.float32).reshape(shape)
-    if wire == "float32":
-        data = a.astype("<f4").tobytes()
-    else:
-        bits = a.view(np.uint32)
-        assert np.all(bits & 0xFFFF == 0), "not bfloat16-exact"
-        data = (bits >> 16).astype("<u2").tobytes()
-    return pb.Tensor(shape=list(shape), dtype=WIRE[wire], data=data)
-
-
-def values(t):
-    if t.dtype == pb.FLOAT32:
-        return np.frombuffer(t.data, dtype="<f4").astype(np.float64)
-    assert t.dtype == pb.BFLOAT16, t.dtype
-    bits = np.frombuffer(t.data, dtype="<u2").astype(np.uint32) << 16
-    return bits.view(np.float32).astype(np.float64)
 
 
 # ---- HF's frequencies (modeling_rope_utils.py) in numpy, as the server computes them.
