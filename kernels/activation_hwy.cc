@@ -207,7 +207,7 @@ void GatedLoop(const float* g, const float* u, size_t n, float* y, bool stream) 
     }
   }
   if (stream) {
-    // No fence here: GatedRows fences once after all rows (one per row cost 25%
+    // No fence here: GatedRows fences once after all rows (one per row cost ~25%
     // on packed [2048, 2 x 4096]).
     for (; i + lanes <= n; i += lanes) {
       hn::Stream(hn::Mul(op(d, hn::LoadU(d, g + i)), hn::LoadU(d, u + i)), d, y + i);

@@ -9,35 +9,24 @@
 #include "kernels/dtype.h"
 #include "server/activate.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/wire_tensors.h"
 
 namespace layerserve {
 namespace {
+
+using ::layerserve::testing::MakeTensor;
+using ::layerserve::testing::TensorValues;
 
 using ::layerserve::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::FloatNear;
 using ::testing::HasSubstr;
 
-v1::Tensor Float32Tensor(std::vector<int64_t> shape, const std::vector<float>& values) {
-  v1::Tensor t;
-  t.mutable_shape()->Assign(shape.begin(), shape.end());
-  t.set_dtype(v1::FLOAT32);
-  t.set_data(std::string(reinterpret_cast<const char*>(values.data()),
-                         values.size() * sizeof(float)));
-  return t;
-}
-
-std::vector<float> Float32Values(const v1::Tensor& t) {
-  std::vector<float> values(t.data().size() / sizeof(float));
-  std::memcpy(values.data(), t.data().data(), t.data().size());
-  return values;
-}
-
 // A valid SiLU request on a [2, 4] input.
 v1::ActivateRequest ValidRequest() {
   v1::ActivateRequest request;
   request.set_activation(v1::SILU);
-  *request.mutable_input() = Float32Tensor({2, 4}, {1, 2, 3, 4, -1, 0, 1, 2});
+  *request.mutable_input() = MakeTensor({2, 4}, {1, 2, 3, 4, -1, 0, 1, 2});
   return request;
 }
 
@@ -45,8 +34,8 @@ v1::ActivateRequest ValidRequest() {
 v1::ActivateRequest ValidGatedRequest() {
   v1::ActivateRequest request;
   request.set_activation(v1::SWIGLU);
-  *request.mutable_input() = Float32Tensor({2, 4}, {1, 2, 3, 4, -1, 0, 1, 2});
-  *request.mutable_gate() = Float32Tensor({2, 4}, {0, 1, -1, 2, 3, -2, 0.5, 4});
+  *request.mutable_input() = MakeTensor({2, 4}, {1, 2, 3, 4, -1, 0, 1, 2});
+  *request.mutable_gate() = MakeTensor({2, 4}, {0, 1, -1, 2, 3, -2, 0.5, 4});
   return request;
 }
 
@@ -145,12 +134,12 @@ TEST(ActivateRequestTest, RejectsGateWithElementwiseActivation) {
 
 TEST(ActivateRequestTest, RejectsGateOfOtherShape) {
   v1::ActivateRequest request = ValidGatedRequest();
-  *request.mutable_gate() = Float32Tensor({2, 3}, {0, 0, 0, 0, 0, 0});
+  *request.mutable_gate() = MakeTensor({2, 3}, {0, 0, 0, 0, 0, 0});
   EXPECT_THAT(ParseActivateRequest(request),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "gate.shape: [2,3] must equal input.shape [2,4]"));
   // Same element count, other shape: still rejected.
-  *request.mutable_gate() = Float32Tensor({4, 2}, {0, 0, 0, 0, 0, 0, 0, 0});
+  *request.mutable_gate() = MakeTensor({4, 2}, {0, 0, 0, 0, 0, 0, 0, 0});
   EXPECT_THAT(ParseActivateRequest(request),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "gate.shape: [4,2] must equal input.shape [2,4]"));
@@ -159,7 +148,7 @@ TEST(ActivateRequestTest, RejectsGateOfOtherShape) {
 TEST(ActivateRequestTest, RejectsPackedInputWithOddLastDim) {
   v1::ActivateRequest request;
   request.set_activation(v1::REGLU);
-  *request.mutable_input() = Float32Tensor({1, 7}, {1, 2, 3, 4, 5, 6, 7});
+  *request.mutable_input() = MakeTensor({1, 7}, {1, 2, 3, 4, 5, 6, 7});
   EXPECT_THAT(ParseActivateRequest(request),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "input.shape: packed gate+up needs an even last dim, got 7"));
@@ -188,11 +177,11 @@ TEST(ActivateRequestTest, RejectsBadInputTensor) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("input.dtype: unknown dtype 9")));
   request = ValidRequest();
-  *request.mutable_input() = Float32Tensor({}, {1});
+  *request.mutable_input() = MakeTensor({}, {1});
   EXPECT_THAT(ParseActivateRequest(request),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("input.shape: rank 0")));
   request = ValidRequest();
-  *request.mutable_input() = Float32Tensor({2, 0}, {});
+  *request.mutable_input() = MakeTensor({2, 0}, {});
   EXPECT_THAT(ParseActivateRequest(request),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "input.shape[1]: dimension 0 in shape [2,0] must be >= 1"));
@@ -224,7 +213,7 @@ TEST(ActivateRequestTest, RunsElementwise) {
   const v1::ActivateResponse response = ParseAndRun(ValidRequest());
   EXPECT_EQ(response.output().dtype(), v1::FLOAT32);
   EXPECT_THAT(response.output().shape(), ElementsAre(2, 4));
-  const std::vector<float> y = Float32Values(response.output());
+  const std::vector<float> y = TensorValues(response.output());
   const float x[] = {1, 2, 3, 4, -1, 0, 1, 2};
   ASSERT_EQ(y.size(), 8u);
   for (int i = 0; i < 8; ++i) EXPECT_NEAR(y[i], Silu(x[i]), 1e-6) << i;
@@ -233,7 +222,7 @@ TEST(ActivateRequestTest, RunsElementwise) {
 TEST(ActivateRequestTest, RunsGatedFromTwoTensors) {
   const v1::ActivateResponse response = ParseAndRun(ValidGatedRequest());
   EXPECT_THAT(response.output().shape(), ElementsAre(2, 4));
-  const std::vector<float> y = Float32Values(response.output());
+  const std::vector<float> y = TensorValues(response.output());
   const float up[] = {1, 2, 3, 4, -1, 0, 1, 2};
   const float gate[] = {0, 1, -1, 2, 3, -2, 0.5, 4};
   ASSERT_EQ(y.size(), 8u);
@@ -244,16 +233,16 @@ TEST(ActivateRequestTest, RunsGatedPackedGateFirst) {
   v1::ActivateRequest request;
   request.set_activation(v1::REGLU);
   // Rows [gate | up]: relu([-1, 2]) * [10, 20] and relu([3, -4]) * [30, 40].
-  *request.mutable_input() = Float32Tensor({2, 1, 4}, {-1, 2, 10, 20, 3, -4, 30, 40});
+  *request.mutable_input() = MakeTensor({2, 1, 4}, {-1, 2, 10, 20, 3, -4, 30, 40});
   const v1::ActivateResponse response = ParseAndRun(request);
   EXPECT_THAT(response.output().shape(), ElementsAre(2, 1, 2));
-  EXPECT_THAT(Float32Values(response.output()), ElementsAre(0, 40, 90, 0));
+  EXPECT_THAT(TensorValues(response.output()), ElementsAre(0, 40, 90, 0));
 }
 
 TEST(ActivateRequestTest, OutputDtypeAndSaturation) {
   v1::ActivateRequest request;
   request.set_activation(v1::RELU);
-  *request.mutable_input() = Float32Tensor({3}, {1.5f, 1e5f, -2});
+  *request.mutable_input() = MakeTensor({3}, {1.5f, 1e5f, -2});
   request.set_output_dtype(v1::FLOAT16);
   absl::StatusOr<ActivateJob> job = ParseActivateRequest(request);
   ASSERT_TRUE(job.ok()) << job.status();

@@ -7,33 +7,22 @@
 #include "gtest/gtest.h"
 #include "server/normalize.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/wire_tensors.h"
 
 namespace layerserve {
 namespace {
 
+using ::layerserve::testing::MakeTensor;
+using ::layerserve::testing::TensorValues;
+
 using ::layerserve::testing::StatusIs;
 using ::testing::HasSubstr;
-
-v1::Tensor Float32Tensor(std::vector<int64_t> shape, const std::vector<float>& values) {
-  v1::Tensor t;
-  t.mutable_shape()->Assign(shape.begin(), shape.end());
-  t.set_dtype(v1::FLOAT32);
-  t.set_data(std::string(reinterpret_cast<const char*>(values.data()),
-                         values.size() * sizeof(float)));
-  return t;
-}
-
-std::vector<float> Float32Values(const v1::Tensor& t) {
-  std::vector<float> values(t.data().size() / sizeof(float));
-  std::memcpy(values.data(), t.data().data(), t.data().size());
-  return values;
-}
 
 // A valid LayerNorm request on a [2, 4] input.
 v1::NormalizeRequest ValidRequest() {
   v1::NormalizeRequest request;
   request.set_kind(v1::LAYER_NORM);
-  *request.mutable_input() = Float32Tensor({2, 4}, {1, 2, 3, 4, -1, 0, 1, 2});
+  *request.mutable_input() = MakeTensor({2, 4}, {1, 2, 3, 4, -1, 0, 1, 2});
   return request;
 }
 
@@ -68,7 +57,7 @@ TEST(NormalizeRequestTest, RejectsMissingInput) {
 
 TEST(NormalizeRequestTest, RejectsScalarInput) {
   v1::NormalizeRequest request = ValidRequest();
-  *request.mutable_input() = Float32Tensor({}, {1});
+  *request.mutable_input() = MakeTensor({}, {1});
   EXPECT_THAT(ParseNormalizeRequest(request),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("input.shape: rank 0")));
 }
@@ -83,7 +72,7 @@ TEST(NormalizeRequestTest, RejectsInputByteCountMismatch) {
 
 TEST(NormalizeRequestTest, RejectsWeightLengthNotEqualLastDim) {
   v1::NormalizeRequest request = ValidRequest();
-  *request.mutable_weight() = Float32Tensor({5}, {1, 1, 1, 1, 1});
+  *request.mutable_weight() = MakeTensor({5}, {1, 1, 1, 1, 1});
   EXPECT_THAT(ParseNormalizeRequest(request),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "weight.shape: length 5 does not match input's last dimension 4"));
@@ -91,7 +80,7 @@ TEST(NormalizeRequestTest, RejectsWeightLengthNotEqualLastDim) {
 
 TEST(NormalizeRequestTest, RejectsWeightOfRankTwo) {
   v1::NormalizeRequest request = ValidRequest();
-  *request.mutable_weight() = Float32Tensor({1, 4}, {1, 1, 1, 1});
+  *request.mutable_weight() = MakeTensor({1, 4}, {1, 1, 1, 1});
   EXPECT_THAT(ParseNormalizeRequest(request),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("weight.shape: rank 2")));
@@ -99,7 +88,7 @@ TEST(NormalizeRequestTest, RejectsWeightOfRankTwo) {
 
 TEST(NormalizeRequestTest, RejectsBiasLengthNotEqualLastDim) {
   v1::NormalizeRequest request = ValidRequest();
-  *request.mutable_bias() = Float32Tensor({3}, {0, 0, 0});
+  *request.mutable_bias() = MakeTensor({3}, {0, 0, 0});
   EXPECT_THAT(ParseNormalizeRequest(request),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "bias.shape: length 3 does not match input's last dimension 4"));
@@ -108,14 +97,14 @@ TEST(NormalizeRequestTest, RejectsBiasLengthNotEqualLastDim) {
 TEST(NormalizeRequestTest, RejectsBiasWithRmsNorm) {
   v1::NormalizeRequest request = ValidRequest();
   request.set_kind(v1::RMS_NORM);
-  *request.mutable_bias() = Float32Tensor({4}, {0, 0, 0, 0});
+  *request.mutable_bias() = MakeTensor({4}, {0, 0, 0, 0});
   EXPECT_THAT(ParseNormalizeRequest(request),
               StatusIs(absl::StatusCode::kInvalidArgument, "bias: RMS_NORM takes no bias"));
 }
 
 TEST(NormalizeRequestTest, RejectsBadWeightDtype) {
   v1::NormalizeRequest request = ValidRequest();
-  *request.mutable_weight() = Float32Tensor({4}, {1, 1, 1, 1});
+  *request.mutable_weight() = MakeTensor({4}, {1, 1, 1, 1});
   request.mutable_weight()->set_dtype(v1::DATA_TYPE_UNSPECIFIED);
   EXPECT_THAT(ParseNormalizeRequest(request),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -146,7 +135,7 @@ TEST(NormalizeRequestTest, RejectsNegativeOrNonFiniteEpsilon) {
 
 TEST(NormalizeRequestTest, RejectsResidualOfOtherShape) {
   v1::NormalizeRequest request = ValidRequest();
-  *request.mutable_residual() = Float32Tensor({4, 2}, {0, 0, 0, 0, 0, 0, 0, 0});
+  *request.mutable_residual() = MakeTensor({4, 2}, {0, 0, 0, 0, 0, 0, 0, 0});
   EXPECT_THAT(ParseNormalizeRequest(request),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "residual.shape: [4,2] must equal input.shape [2,4]"));
@@ -164,10 +153,10 @@ TEST(NormalizeRequestTest, RejectsUnknownOutputDtype) {
 TEST(NormalizeRequestTest, RunsLayerNormWithResidualAndOutputDtype) {
   v1::NormalizeRequest request;
   request.set_kind(v1::LAYER_NORM);
-  *request.mutable_input() = Float32Tensor({1, 4}, {0, 1, 2, 3});
-  *request.mutable_residual() = Float32Tensor({1, 4}, {1, 1, 1, 1});
-  *request.mutable_weight() = Float32Tensor({4}, {2, 2, 2, 2});
-  *request.mutable_bias() = Float32Tensor({4}, {1, 1, 1, 1});
+  *request.mutable_input() = MakeTensor({1, 4}, {0, 1, 2, 3});
+  *request.mutable_residual() = MakeTensor({1, 4}, {1, 1, 1, 1});
+  *request.mutable_weight() = MakeTensor({4}, {2, 2, 2, 2});
+  *request.mutable_bias() = MakeTensor({4}, {1, 1, 1, 1});
   request.set_epsilon(0);
   absl::StatusOr<NormalizeJob> job = ParseNormalizeRequest(request);
   ASSERT_TRUE(job.ok()) << job.status();
@@ -177,12 +166,12 @@ TEST(NormalizeRequestTest, RunsLayerNormWithResidualAndOutputDtype) {
 
   // sum = [1,2,3,4]: mean 2.5, var 1.25.
   const float inv = 1.0f / std::sqrt(1.25f);
-  const std::vector<float> y = Float32Values(response.output());
+  const std::vector<float> y = TensorValues(response.output());
   ASSERT_EQ(y.size(), 4u);
   for (int i = 0; i < 4; ++i) {
     EXPECT_NEAR(y[i], (i + 1 - 2.5f) * inv * 2 + 1, 1e-5f) << i;
   }
-  EXPECT_THAT(Float32Values(response.residual_out()),
+  EXPECT_THAT(TensorValues(response.residual_out()),
               ::testing::ElementsAre(1.0f, 2.0f, 3.0f, 4.0f));
   EXPECT_THAT(response.output().shape(), ::testing::ElementsAre(1, 4));
 
@@ -197,8 +186,8 @@ TEST(NormalizeRequestTest, RunsLayerNormWithResidualAndOutputDtype) {
 TEST(NormalizeRequestTest, RunsGemmaRmsNorm) {
   v1::NormalizeRequest request;
   request.set_kind(v1::RMS_NORM);
-  *request.mutable_input() = Float32Tensor({2}, {3, 4});
-  *request.mutable_weight() = Float32Tensor({2}, {0, 1});
+  *request.mutable_input() = MakeTensor({2}, {3, 4});
+  *request.mutable_weight() = MakeTensor({2}, {0, 1});
   request.set_weight_offset(true);
   request.set_epsilon(0);
   absl::StatusOr<NormalizeJob> job = ParseNormalizeRequest(request);
@@ -208,7 +197,7 @@ TEST(NormalizeRequestTest, RunsGemmaRmsNorm) {
   RunNormalize(context, *job, &response);
   // rms = sqrt((9 + 16) / 2); scale = (1 + w) = [1, 2].
   const float rms = std::sqrt(12.5f);
-  EXPECT_THAT(Float32Values(response.output()),
+  EXPECT_THAT(TensorValues(response.output()),
               ::testing::ElementsAre(::testing::FloatNear(3 / rms, 1e-6f),
                                      ::testing::FloatNear(8 / rms, 1e-6f)));
   EXPECT_FALSE(response.has_residual_out());

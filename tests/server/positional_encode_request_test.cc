@@ -13,9 +13,13 @@
 #include "kernels/dtype.h"
 #include "server/positional_encode.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/wire_tensors.h"
 
 namespace layerserve {
 namespace {
+
+using ::layerserve::testing::MakeTensor;
+using ::layerserve::testing::TensorValues;
 
 using ::layerserve::testing::StatusIs;
 using ::testing::ElementsAre;
@@ -23,29 +27,10 @@ using ::testing::HasSubstr;
 
 constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 
-v1::Tensor Float32Tensor(std::vector<int64_t> shape, const std::vector<float>& values) {
-  v1::Tensor t;
-  t.mutable_shape()->Assign(shape.begin(), shape.end());
-  t.set_dtype(v1::FLOAT32);
-  t.set_data(std::string(reinterpret_cast<const char*>(values.data()),
-                         values.size() * sizeof(float)));
-  return t;
-}
-
 v1::Tensor Zeros(std::vector<int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  return Float32Tensor(std::move(shape), std::vector<float>(n, 0.0f));
-}
-
-std::vector<float> Values(const v1::Tensor& t) {
-  const kernels::ElementType type =
-      t.dtype() == v1::FLOAT32    ? kernels::ElementType::kFloat32
-      : t.dtype() == v1::BFLOAT16 ? kernels::ElementType::kBfloat16
-                                  : kernels::ElementType::kFloat16;
-  std::vector<float> values(t.data().size() / kernels::ElementSize(type));
-  kernels::ConvertToFloat32(type, t.data().data(), values.size(), values.data());
-  return values;
+  return MakeTensor(std::move(shape), std::vector<float>(n, 0.0f));
 }
 
 absl::StatusOr<PositionalEncodeJob> Parse(const v1::PositionalEncodeRequest& r) {
@@ -206,7 +191,7 @@ TEST(SinusoidalRequestTest, RunsTableAndAddWithOutputDtypes) {
   v1::PositionalEncodeResponse response = ParseAndRun(r);
   EXPECT_EQ(response.output().dtype(), v1::FLOAT32);
   EXPECT_THAT(response.output().shape(), ElementsAre(2, 2));
-  EXPECT_THAT(Values(response.output()),
+  EXPECT_THAT(TensorValues(response.output()),
               ElementsAre(0.0f, 1.0f, ::testing::FloatNear(std::sin(2.0f), 1e-7f),
                           ::testing::FloatNear(std::cos(2.0f), 1e-7f)));
   EXPECT_FALSE(response.has_key());
@@ -214,14 +199,14 @@ TEST(SinusoidalRequestTest, RunsTableAndAddWithOutputDtypes) {
   // Added to a [1, 2, 4] BFLOAT16-requested input, INTERLEAVED, offset 1.
   v1::PositionalEncodeRequest add;
   *add.mutable_sinusoidal()->mutable_input() =
-      Float32Tensor({1, 2, 4}, {1, 1, 1, 1, 2, 2, 2, 2});
+      MakeTensor({1, 2, 4}, {1, 1, 1, 1, 2, 2, 2, 2});
   add.mutable_sinusoidal()->set_position_offset(1);
   add.mutable_sinusoidal()->set_base(100.0f);
   add.set_output_dtype(v1::BFLOAT16);
   response = ParseAndRun(add);
   EXPECT_EQ(response.output().dtype(), v1::BFLOAT16);
   EXPECT_THAT(response.output().shape(), ElementsAre(1, 2, 4));
-  const std::vector<float> y = Values(response.output());
+  const std::vector<float> y = TensorValues(response.output());
   const float inv1 = 0.1f;  // 100^(-2/4).
   const std::vector<float> want = {1 + std::sin(1.0f),     1 + std::cos(1.0f),
                                    1 + std::sin(inv1),     1 + std::cos(inv1),
@@ -296,13 +281,13 @@ TEST(LearnedRequestTest, RejectsNegativePositions) {
 
 TEST(LearnedRequestTest, RunsWithPerBatchPositions) {
   v1::PositionalEncodeRequest r;
-  *r.mutable_learned()->mutable_input() = Float32Tensor({2, 1, 2}, {1, 2, 3, 4});
-  *r.mutable_learned()->mutable_table() = Float32Tensor({3, 2}, {10, 20, 30, 40, 50, 60});
+  *r.mutable_learned()->mutable_input() = MakeTensor({2, 1, 2}, {1, 2, 3, 4});
+  *r.mutable_learned()->mutable_table() = MakeTensor({3, 2}, {10, 20, 30, 40, 50, 60});
   r.mutable_learned()->add_positions(2);
   r.mutable_learned()->add_positions(0);
   const v1::PositionalEncodeResponse response = ParseAndRun(r);
   EXPECT_THAT(response.output().shape(), ElementsAre(2, 1, 2));
-  EXPECT_THAT(Values(response.output()), ElementsAre(51, 62, 13, 24));
+  EXPECT_THAT(TensorValues(response.output()), ElementsAre(51, 62, 13, 24));
 }
 
 // ---------------------------------------------------------------------------
@@ -387,30 +372,30 @@ TEST(AlibiRequestTest, RunsBiasAndScoresAdd) {
   v1::PositionalEncodeResponse response = ParseAndRun(r);
   EXPECT_EQ(response.output().dtype(), v1::FLOAT32);
   EXPECT_THAT(response.output().shape(), ElementsAre(2, 1, 3));
-  EXPECT_THAT(Values(response.output()),
+  EXPECT_THAT(TensorValues(response.output()),
               ElementsAre(-1.0f / 16, 0, 1.0f / 16, -1.0f / 256, 0, 1.0f / 256));
 
   v1::PositionalEncodeRequest add;
   *add.mutable_alibi()->mutable_scores() =
-      Float32Tensor({1, 2, 1, 3}, {1, 1, 1, 2, 2, 2});
+      MakeTensor({1, 2, 1, 3}, {1, 1, 1, 2, 2, 2});
   add.mutable_alibi()->set_symmetric(true);
   add.mutable_alibi()->set_query_offset(1);
   add.set_output_dtype(v1::FLOAT16);
   response = ParseAndRun(add);
   EXPECT_EQ(response.output().dtype(), v1::FLOAT16);
   EXPECT_THAT(response.output().shape(), ElementsAre(1, 2, 1, 3));
-  EXPECT_THAT(Values(response.output()), ElementsAre(1 - 1.0f / 16, 1, 1 - 1.0f / 16,
+  EXPECT_THAT(TensorValues(response.output()), ElementsAre(1 - 1.0f / 16, 1, 1 - 1.0f / 16,
                                                      2 - 1.0f / 256, 2, 2 - 1.0f / 256));
 }
 
 TEST(AlibiRequestTest, CountsSaturatedHalfPrecisionOutputs) {
   v1::PositionalEncodeRequest r;
-  *r.mutable_alibi()->mutable_scores() = Float32Tensor({1, 1, 2}, {1e6f, 1});
+  *r.mutable_alibi()->mutable_scores() = MakeTensor({1, 1, 2}, {1e6f, 1});
   r.set_output_dtype(v1::FLOAT16);
   int64_t saturated = -1;
   const v1::PositionalEncodeResponse response = ParseAndRun(r, &saturated);
   EXPECT_EQ(saturated, 1);
-  EXPECT_EQ(Values(response.output())[0], INFINITY);
+  EXPECT_EQ(TensorValues(response.output())[0], INFINITY);
 }
 
 // ---------------------------------------------------------------------------
@@ -514,7 +499,7 @@ TEST(T5BiasRequestTest, RejectsBiasOverTheElementLimit) {
 TEST(T5BiasRequestTest, RunsWithTheTablesDtype) {
   // Causal, 2 buckets x 1 head: bucket 0 (same or later key) = 10, 1 (earlier) = 30.
   v1::PositionalEncodeRequest r;
-  *r.mutable_t5_bias()->mutable_table() = Float32Tensor({2, 1}, {10, 30});
+  *r.mutable_t5_bias()->mutable_table() = MakeTensor({2, 1}, {10, 30});
   r.mutable_t5_bias()->mutable_table()->set_dtype(v1::BFLOAT16);
   r.mutable_t5_bias()->mutable_table()->mutable_data()->resize(4);
   const uint16_t bits[2] = {kernels::Float32ToBfloat16(10),
@@ -526,7 +511,7 @@ TEST(T5BiasRequestTest, RunsWithTheTablesDtype) {
   const v1::PositionalEncodeResponse response = ParseAndRun(r);
   EXPECT_EQ(response.output().dtype(), v1::BFLOAT16);
   EXPECT_THAT(response.output().shape(), ElementsAre(1, 2, 3));
-  EXPECT_THAT(Values(response.output()), ElementsAre(10, 10, 10, 30, 10, 10));
+  EXPECT_THAT(TensorValues(response.output()), ElementsAre(10, 10, 10, 30, 10, 10));
 }
 
 // ---------------------------------------------------------------------------

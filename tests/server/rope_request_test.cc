@@ -14,37 +14,17 @@
 #include "server/rope.h"
 #include "tests/golden/rope_golden.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/wire_tensors.h"
 
 namespace layerserve {
 namespace {
 
+using ::layerserve::testing::MakeTensor;
+using ::layerserve::testing::TensorValues;
+
 using kernels::ElementType;
 using ::layerserve::testing::StatusIs;
 using ::testing::HasSubstr;
-
-v1::Tensor MakeTensor(const std::vector<int64_t>& shape, const std::vector<float>& values,
-                      v1::DataType dtype = v1::FLOAT32) {
-  v1::Tensor t;
-  t.mutable_shape()->Assign(shape.begin(), shape.end());
-  t.set_dtype(dtype);
-  const ElementType type = dtype == v1::FLOAT32    ? ElementType::kFloat32
-                           : dtype == v1::BFLOAT16 ? ElementType::kBfloat16
-                                                   : ElementType::kFloat16;
-  std::string bytes(values.size() * kernels::ElementSize(type), '\0');
-  kernels::ConvertFromFloat32(type, values.data(), values.size(), bytes.data());
-  t.set_data(bytes);
-  return t;
-}
-
-std::vector<float> Values(const v1::Tensor& t) {
-  const ElementType type = t.dtype() == v1::FLOAT32    ? ElementType::kFloat32
-                           : t.dtype() == v1::BFLOAT16 ? ElementType::kBfloat16
-                                                       : ElementType::kFloat16;
-  const int64_t n = t.data().size() / kernels::ElementSize(type);
-  std::vector<float> values(n);
-  kernels::ConvertToFloat32(type, t.data().data(), n, values.data());
-  return values;
-}
 
 std::vector<float> Iota(int64_t n) {
   std::vector<float> v(n);
@@ -353,7 +333,7 @@ TEST(RopeRunTest, QueryOnlyAtPositionZeroIsIdentityAndHasNoKey) {
   EXPECT_FALSE(response.has_key());
   EXPECT_EQ(response.output().dtype(), v1::FLOAT32);
   EXPECT_THAT(response.output().shape(), ::testing::ElementsAre(1, 2, 3, 4));
-  EXPECT_EQ(Values(response.output()), Iota(24));
+  EXPECT_EQ(TensorValues(response.output()), Iota(24));
 }
 
 TEST(RopeRunTest, CountsValuesSaturatedOnSixteenBitOutput) {
@@ -369,8 +349,8 @@ TEST(RopeRunTest, CountsValuesSaturatedOnSixteenBitOutput) {
   EXPECT_EQ(RunRope(*job, &response), 8);
   EXPECT_EQ(response.output().dtype(), v1::FLOAT16);
   EXPECT_EQ(response.key().dtype(), v1::FLOAT16);
-  EXPECT_EQ(Values(response.output())[0], std::numeric_limits<float>::infinity());
-  EXPECT_EQ(Values(response.key()), std::vector<float>(8, 1.0f));
+  EXPECT_EQ(TensorValues(response.output())[0], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(TensorValues(response.key()), std::vector<float>(8, 1.0f));
 
   job = ParseRope(rope, v1::BFLOAT16);  // 1e6 is well inside bfloat16's range.
   ASSERT_TRUE(job.ok());
@@ -478,12 +458,12 @@ TEST_P(RopeGoldenRequestTest, MatchesPyTorch) {
     EXPECT_EQ(RunRope(*job, &response), 0);
     EXPECT_EQ(response.output().dtype(), dtype);
     EXPECT_THAT(response.output().shape(), ::testing::ElementsAreArray(c.query_shape));
-    ExpectMatchesGolden(c, *job, c.query, Values(response.output()), c.expected_query,
+    ExpectMatchesGolden(c, *job, c.query, TensorValues(response.output()), c.expected_query,
                         c.query_shape, tol, "query");
     EXPECT_EQ(response.has_key(), !c.key.empty());
     if (!c.key.empty()) {
       EXPECT_THAT(response.key().shape(), ::testing::ElementsAreArray(c.key_shape));
-      ExpectMatchesGolden(c, *job, c.key, Values(response.key()), c.expected_key,
+      ExpectMatchesGolden(c, *job, c.key, TensorValues(response.key()), c.expected_key,
                           c.key_shape, tol, "key");
     }
   }

@@ -15,37 +15,18 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/dtype.h"
+#include "tests/testing/wire_tensors.h"
 #include "kernels/norm.h"
 #include "tests/golden/norm_golden.h"
 
 namespace layerserve {
 namespace {
 
+using ::layerserve::testing::MakeTensor;
+using ::layerserve::testing::TensorValues;
+
 using ::layerserve::golden::NormGoldenCase;
 using ::testing::HasSubstr;
-
-v1::Tensor MakeTensor(const std::vector<int64_t>& shape, const std::vector<float>& values,
-                      kernels::ElementType type) {
-  v1::Tensor t;
-  t.mutable_shape()->Assign(shape.begin(), shape.end());
-  t.set_dtype(type == kernels::ElementType::kFloat32    ? v1::FLOAT32
-              : type == kernels::ElementType::kBfloat16 ? v1::BFLOAT16
-                                                        : v1::FLOAT16);
-  std::string* data = t.mutable_data();
-  data->resize(values.size() * kernels::ElementSize(type));
-  kernels::ConvertFromFloat32(type, values.data(), values.size(), data->data());
-  return t;
-}
-
-std::vector<float> ToFloats(const v1::Tensor& t) {
-  const kernels::ElementType type = t.dtype() == v1::FLOAT32 ? kernels::ElementType::kFloat32
-                                    : t.dtype() == v1::BFLOAT16
-                                        ? kernels::ElementType::kBfloat16
-                                        : kernels::ElementType::kFloat16;
-  std::vector<float> values(t.data().size() / kernels::ElementSize(type));
-  kernels::ConvertToFloat32(type, t.data().data(), values.size(), values.data());
-  return values;
-}
 
 // |got - want| <= tolerance * max(1, |want|), element by element.
 void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
@@ -114,9 +95,9 @@ class ServiceTest : public ::testing::Test {
       ASSERT_TRUE(status.ok()) << c.name << ": " << status.error_message();
       EXPECT_EQ(response.output().dtype(), GoldenRequest(c, type).input().dtype());
       EXPECT_THAT(response.output().shape(), ::testing::ElementsAreArray(c.shape));
-      ExpectClose(ToFloats(response.output()), c.expected, tolerance, c.name);
+      ExpectClose(TensorValues(response.output()), c.expected, tolerance, c.name);
       if (!c.expected_residual_out.empty()) {
-        ExpectClose(ToFloats(response.residual_out()), c.expected_residual_out,
+        ExpectClose(TensorValues(response.residual_out()), c.expected_residual_out,
                     tolerance, c.name + " residual_out");
       }
     }
@@ -238,8 +219,8 @@ TEST_F(ServiceTest, BlockForwardBatchWithPaddingMatchesSequenceAlone) {
   v1::BlockForwardResponse alone_out;
   ASSERT_TRUE(CallBlockForward(*stub_, alone, &alone_out).ok());
 
-  const std::vector<float> got = ToFloats(batched_out.hidden_states());
-  const std::vector<float> want = ToFloats(alone_out.hidden_states());
+  const std::vector<float> got = TensorValues(batched_out.hidden_states());
+  const std::vector<float> want = TensorValues(alone_out.hidden_states());
   ExpectClose(std::vector<float>(got.begin(), got.begin() + 3 * 512), want, 1e-5f,
               "padded sequence");
   for (int64_t i = 3 * 512; i < 5 * 512; ++i) ASSERT_EQ(got[i], 0.0f) << i;
@@ -323,7 +304,7 @@ TEST_F(ServiceTest, ConcurrentCallersEachGetTheirOwnResult) {
         } else {
           kernels::LayerNormReference(x.data(), rows, dim, params, want.data());
         }
-        const std::vector<float> got = ToFloats(response.output());
+        const std::vector<float> got = TensorValues(response.output());
         for (size_t k = 0; k < want.size(); ++k) {
           if (!(std::fabs(got[k] - want[k]) <= 1e-5f * std::max(1.0f, std::fabs(want[k])))) {
             ++failures;
