@@ -8,43 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "tests/golden/golden_json.h"
+
 namespace layerserve::golden {
-namespace {
-
-float Float(const nlohmann::json& v) {
-  if (v.is_number()) return static_cast<float>(v.get<double>());
-  const std::string s = v.get<std::string>();
-  if (s == "nan") return std::numeric_limits<float>::quiet_NaN();
-  if (s == "inf") return std::numeric_limits<float>::infinity();
-  if (s == "-inf") return -std::numeric_limits<float>::infinity();
-  throw std::runtime_error("bad number \"" + s + "\"");
-}
-
-std::vector<float> Floats(const nlohmann::json& j) {
-  std::vector<float> out;
-  if (j.is_null()) return out;
-  out.reserve(j.size());
-  for (const auto& v : j) out.push_back(Float(v));
-  return out;
-}
-
-int64_t Product(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-void CheckSize(const ActivationGoldenCase& c, const std::string& what,
-               const std::vector<float>& values, int64_t expected) {
-  if (static_cast<int64_t>(values.size()) != expected) {
-    throw std::runtime_error("case " + c.name + ": " + what + " has " +
-                             std::to_string(values.size()) + " values, shape needs " +
-                             std::to_string(expected));
-  }
-}
-
-}  // namespace
-
 int64_t ActivationGoldenCase::elements() const { return Product(shape); }
 
 std::vector<ActivationGoldenCase> LoadActivationGolden(const std::string& path) {
@@ -69,11 +35,11 @@ std::vector<ActivationGoldenCase> LoadActivationGolden(const std::string& path) 
       if (c.form != "elementwise" && c.form != "gated" && c.form != "packed") {
         throw std::runtime_error("case " + c.name + ": unknown form " + c.form);
       }
-      CheckSize(c, "input", c.input, c.elements());
-      CheckSize(c, "gate", c.gate, c.form == "gated" ? c.elements() : 0);
-      CheckSize(c, "expected", c.expected,
+      CheckCount(c.name, "input", c.input.size(), c.elements());
+      CheckCount(c.name, "gate", c.gate.size(), c.form == "gated" ? c.elements() : 0);
+      CheckCount(c.name, "expected", c.expected.size(),
                 c.form == "packed" ? c.elements() / 2 : c.elements());
-      CheckSize(c, "expected_shape", c.expected, Product(c.expected_shape));
+      CheckCount(c.name, "expected_shape", c.expected.size(), Product(c.expected_shape));
       cases.push_back(std::move(c));
     }
   } catch (const nlohmann::json::exception& e) {

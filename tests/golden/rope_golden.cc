@@ -4,40 +4,18 @@
 #include "tests/golden/rope_golden.h"
 
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+
+#include "tests/golden/golden_json.h"
 
 namespace layerserve::golden {
 namespace {
 
-std::vector<float> Floats(const nlohmann::json& j) {
-  std::vector<float> out;
-  if (j.is_null()) return out;
-  out.reserve(j.size());
-  for (const auto& v : j) out.push_back(static_cast<float>(v.get<double>()));
-  return out;
-}
-
-float Float(const nlohmann::json& j) { return static_cast<float>(j.get<double>()); }
-
 std::optional<float> OptionalFloat(const nlohmann::json& j) {
   if (j.is_null()) return std::nullopt;
   return Float(j);
-}
-
-int64_t Product(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-void CheckSize(const RopeGoldenCase& c, const std::string& what,
-               const std::vector<float>& values, int64_t expected) {
-  if (static_cast<int64_t>(values.size()) != expected) {
-    throw std::runtime_error("case " + c.name + ": " + what + " has " +
-                             std::to_string(values.size()) + " values, expected " +
-                             std::to_string(expected));
-  }
 }
 
 }  // namespace
@@ -95,12 +73,12 @@ std::vector<RopeGoldenCase> LoadRopeGolden(const std::string& path) {
           (!c.key_shape.empty() && c.key_shape.size() != 4)) {
         throw std::runtime_error("case " + c.name + ": bad shape, layout or style");
       }
-      CheckSize(c, "query", c.query, Product(c.query_shape));
-      CheckSize(c, "expected_query", c.expected_query, Product(c.query_shape));
+      CheckCount(c.name, "query", c.query.size(), Product(c.query_shape));
+      CheckCount(c.name, "expected_query", c.expected_query.size(), Product(c.query_shape));
       const int64_t key_size = c.key_shape.empty() ? 0 : Product(c.key_shape);
-      CheckSize(c, "key", c.key, key_size);
-      CheckSize(c, "expected_key", c.expected_key, key_size);
-      CheckSize(c, "inv_freq", c.inv_freq, c.resolved_rotary_dim() / 2);
+      CheckCount(c.name, "key", c.key.size(), key_size);
+      CheckCount(c.name, "expected_key", c.expected_key.size(), key_size);
+      CheckCount(c.name, "inv_freq", c.inv_freq.size(), c.resolved_rotary_dim() / 2);
       cases.push_back(std::move(c));
     }
   } catch (const nlohmann::json::exception& e) {

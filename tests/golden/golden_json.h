@@ -1,0 +1,26 @@
+// What every golden-file loader needs from nlohmann::json: float32 values written
+// by the generators (numbers as double rounded to float32, which gives back the
+// exact float32 each generator wrote; "nan", "inf", "-inf" as strings), shapes, and
+// size checks that name the case. Errors throw std::runtime_error.
+#ifndef LAYERSERVE_TESTS_GOLDEN_GOLDEN_JSON_H_
+#define LAYERSERVE_TESTS_GOLDEN_GOLDEN_JSON_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace layerserve::golden {
+
+float Float(const nlohmann::json& value);
+// Empty for null.
+std::vector<float> Floats(const nlohmann::json& values);
+int64_t Product(const std::vector<int64_t>& shape);
+// Throws "case NAME: WHAT has N values, expected M" unless got == expected.
+void CheckCount(const std::string& case_name, const std::string& what, size_t got,
+                int64_t expected);
+
+}  // namespace layerserve::golden
+
+#endif  // LAYERSERVE_TESTS_GOLDEN_GOLDEN_JSON_H_
