@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/activation_internal.h"
+
 namespace layerserve::kernels {
 namespace {
 
@@ -83,7 +85,7 @@ void AttentionPart(const BlockConfig& c, const BlockWeights& w, const BlockBatch
     a.out_stride = q_width;
     a.scale = c.attention_scale;
     a.key_limits = k.limits.data();
-    a.head_entropy = head_entropy;
+    a.head_entropy = head_entropy == nullptr ? nullptr : head_entropy + b * c.num_heads;
     Attention(k.attention, a);
   }
   k.projected.resize(rows * c.hidden_size);
@@ -101,7 +103,11 @@ void MlpPart(const BlockConfig& c, const BlockWeights& w, BlockKernels& k,
     GatedActivate(k.activation, c.activation, k.mlp_in.data(), k.mlp_in.data() + f, rows,
                   f, 2 * f, k.mlp_hidden.data());
   } else {
-    Activate(k.activation, c.activation, k.mlp_in.data(), rows * f, k.mlp_hidden.data());
+    // Always the Highway loop: Activate() picks oneDNN by size for some functions,
+    // and a row's result must not depend on how many rows share the call (the
+    // batcher promises bit-identical results).
+    internal::ActivateHighway(c.activation, k.mlp_in.data(), rows * f,
+                              k.mlp_hidden.data(), /*stream=*/false);
   }
   Linear(k.linear, *w.down, k.mlp_hidden.data(), rows, out);
 }

@@ -77,8 +77,13 @@ struct BlockKernels {
   std::vector<int64_t> limits;
 };
 
-// Runs the block on x [rows, D] in place. head_entropy, when set, [Hq]: receives
-// the sum over real query tokens of each head's attention entropy (nats).
+// Runs the block on x [rows, D] in place. head_entropy, when set, [sequences, Hq]:
+// each sequence's sum over its real query tokens of each head's attention entropy
+// (nats) is added to its row.
+//
+// Every row's result depends only on its own sequence: not on the other sequences
+// of the batch nor on how many there are (tested bit for bit), so requests batched
+// together get exactly what they would get alone.
 void BlockForward(const BlockConfig& config, const BlockWeights& weights,
                   const BlockBatch& batch, BlockKernels& kernels, float* x,
                   double* head_entropy);

@@ -100,8 +100,8 @@ absl::StatusOr<ActivateJob> ParseActivateRequest(const v1::ActivateRequest& requ
   return job;
 }
 
-int64_t RunActivate(kernels::ActivationContext& context, ActivateJob& job,
-                    v1::ActivateResponse* response) {
+OutputHealth RunActivate(kernels::ActivationContext& context, ActivateJob& job,
+                         v1::ActivateResponse* response) {
   const TensorInfo& info = job.input.info;
   float* x = job.input.values.data();
   int64_t outputs = info.elements;
@@ -124,8 +124,10 @@ int64_t RunActivate(kernels::ActivationContext& context, ActivateJob& job,
       break;
     }
   }
-  return EncodeTensor(job.output_shape, y, outputs, job.output_type,
-                      response->mutable_output());
+  OutputHealth health;
+  health.saturated = EncodeTensor(job.output_shape, y, outputs, job.output_type,
+                                  response->mutable_output(), &health.stats);
+  return health;
 }
 
 }  // namespace layerserve

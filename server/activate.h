@@ -29,11 +29,9 @@ struct ActivateJob {
 // INVALID_ARGUMENT naming the field for every malformed request.
 absl::StatusOr<ActivateJob> ParseActivateRequest(const v1::ActivateRequest& request);
 
-// Runs the kernel and fills `response`. Computes in place in the job's own buffers
-// (so it allocates no output buffer of its own): `job` is consumed. Returns the
-// number of output values that overflowed a 16-bit output dtype.
-int64_t RunActivate(kernels::ActivationContext& context, ActivateJob& job,
-                    v1::ActivateResponse* response);
+// Runs the kernel and fills `response`; returns the output's numeric health.
+OutputHealth RunActivate(kernels::ActivationContext& context, ActivateJob& job,
+                         v1::ActivateResponse* response);
 
 }  // namespace layerserve
 

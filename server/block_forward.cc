@@ -96,57 +96,104 @@ absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
   return job;
 }
 
-int64_t RunBlockForward(kernels::BlockKernels& kernels, const BlockForwardJob& job,
-                        v1::BlockForwardResponse* response) {
-  const Model& model = *job.model;
+std::vector<OutputHealth> RunBlockForwardBatch(
+    kernels::BlockKernels& kernels, const std::vector<const BlockForwardJob*>& jobs,
+    const std::vector<v1::BlockForwardResponse*>& responses) {
+  const BlockForwardJob& first = *jobs.front();
+  const Model& model = *first.model;
   const kernels::BlockConfig& config = model.block;
-  const int64_t rows = job.batch * job.tokens, d = config.hidden_size;
-  std::vector<float> x = job.hidden.values;
+  const int64_t d = config.hidden_size, rotary_dim = config.rotary_dim;
 
+  // The sequences of all jobs, one after another.
   kernels::BlockBatch batch;
-  batch.rows = rows;
-  batch.causal = job.causal;
-  for (int64_t b = 0; b < job.batch; ++b) {
-    batch.starts.push_back(b * job.tokens);
-    batch.tokens.push_back(job.tokens);
-    batch.lengths.push_back(job.lengths[b]);
+  batch.causal = first.causal;
+  std::vector<int64_t> job_row(jobs.size()), job_sequence(jobs.size());
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    job_row[j] = batch.rows;
+    job_sequence[j] = static_cast<int64_t>(batch.starts.size());
+    for (int64_t b = 0; b < jobs[j]->batch; ++b) {
+      batch.starts.push_back(batch.rows + b * jobs[j]->tokens);
+      batch.tokens.push_back(jobs[j]->tokens);
+      batch.lengths.push_back(jobs[j]->lengths[b]);
+    }
+    batch.rows += jobs[j]->batch * jobs[j]->tokens;
+  }
+  std::vector<float> x(batch.rows * d);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    std::copy(jobs[j]->hidden.values.begin(), jobs[j]->hidden.values.end(),
+              x.begin() + job_row[j] * d);
   }
   std::vector<float> cos, sin;
   if (config.has_rope) {
-    // Dynamic NTK scales by the longest sequence of the call: max position + 1.
-    const int64_t seq_len =
-        *std::max_element(job.positions.begin(), job.positions.end()) + 1;
-    const kernels::RopeFrequencies frequencies = kernels::ComputeRopeFrequencies(
-        config.rope_theta, config.rotary_dim, config.rope_scaling, seq_len);
-    cos.resize(rows * config.rotary_dim);
-    sin.resize(rows * config.rotary_dim);
-    kernels::ComputeRopeTables(frequencies, kernels::RopeStyle::kHalf, job.positions.data(),
-                               rows, cos.data(), sin.data());
+    cos.resize(batch.rows * rotary_dim);
+    sin.resize(batch.rows * rotary_dim);
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      // Per job: dynamic NTK scales by the job's own longest sequence (max position
+      // + 1), so a job's angles never depend on its batch mates.
+      const std::vector<int64_t>& positions = jobs[j]->positions;
+      const int64_t seq_len = *std::max_element(positions.begin(), positions.end()) + 1;
+      const kernels::RopeFrequencies frequencies = kernels::ComputeRopeFrequencies(
+          config.rope_theta, rotary_dim, config.rope_scaling, seq_len);
+      kernels::ComputeRopeTables(frequencies, kernels::RopeStyle::kHalf, positions.data(),
+                                 static_cast<int64_t>(positions.size()),
+                                 cos.data() + job_row[j] * rotary_dim,
+                                 sin.data() + job_row[j] * rotary_dim);
+    }
     batch.cos = cos.data();
     batch.sin = sin.data();
   }
-  int64_t real_tokens = 0;
-  for (int64_t length : job.lengths) real_tokens += length;
-  std::vector<double> entropy(config.num_heads);
-  for (int64_t layer = job.layer_start; layer < job.layer_start + job.num_layers; ++layer) {
+
+  // Entropy is nearly free (the softmax pass sums it), so it is always taken: the
+  // metrics export it for every request.
+  const int64_t heads = config.num_heads;
+  std::vector<double> entropy(batch.starts.size() * heads);
+  std::vector<double> entropy_total(jobs.size());
+  for (int64_t layer = first.layer_start; layer < first.layer_start + first.num_layers;
+       ++layer) {
     std::fill(entropy.begin(), entropy.end(), 0.0);
     kernels::BlockForward(config, model.blocks[layer], batch, kernels, x.data(),
-                          job.want_attention_stats ? entropy.data() : nullptr);
-    if (job.want_attention_stats) {
-      v1::AttentionStats* stats = response->add_attention_stats();
-      stats->set_layer(static_cast<int32_t>(layer));
-      for (double sum : entropy) {
-        stats->add_head_entropy_nats(static_cast<float>(sum / real_tokens));
+                          entropy.data());
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      const BlockForwardJob& job = *jobs[j];
+      int64_t real_tokens = 0;
+      for (int64_t length : job.lengths) real_tokens += length;
+      v1::AttentionStats* stats = nullptr;
+      if (job.want_attention_stats) {
+        stats = responses[j]->add_attention_stats();
+        stats->set_layer(static_cast<int32_t>(layer));
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        double sum = 0;
+        for (int64_t b = 0; b < job.batch; ++b) {
+          sum += entropy[(job_sequence[j] + b) * heads + h];
+        }
+        entropy_total[j] += sum / real_tokens;
+        if (stats != nullptr) stats->add_head_entropy_nats(static_cast<float>(sum / real_tokens));
       }
     }
   }
-  // Padded rows come back as zeros, as the proto promises.
-  for (int64_t b = 0; b < job.batch; ++b) {
-    std::fill(x.begin() + (b * job.tokens + job.lengths[b]) * d,
-              x.begin() + (b + 1) * job.tokens * d, 0.0f);
+
+  std::vector<OutputHealth> health(jobs.size());
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const BlockForwardJob& job = *jobs[j];
+    float* out = x.data() + job_row[j] * d;
+    // Padded rows come back as zeros, as the proto promises.
+    for (int64_t b = 0; b < job.batch; ++b) {
+      std::fill(out + (b * job.tokens + job.lengths[b]) * d,
+                out + (b + 1) * job.tokens * d, 0.0f);
+    }
+    health[j].saturated = EncodeTensor(job.hidden.info.shape, out, job.batch * job.tokens * d,
+                                       job.output_type, responses[j]->mutable_hidden_states(),
+                                       &health[j].stats);
+    health[j].attention_entropy_nats =
+        entropy_total[j] / static_cast<double>(heads * job.num_layers);
   }
-  return EncodeTensor(job.hidden.info.shape, x.data(), rows * d, job.output_type,
-                      response->mutable_hidden_states());
+  return health;
+}
+
+OutputHealth RunBlockForward(kernels::BlockKernels& kernels, const BlockForwardJob& job,
+                             v1::BlockForwardResponse* response) {
+  return RunBlockForwardBatch(kernels, {&job}, {response}).front();
 }
 
 }  // namespace layerserve

@@ -38,10 +38,18 @@ inline constexpr int64_t kMaxPosition = int64_t{1} << 24;
 absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
     const v1::BlockForwardRequest& request, const ModelRepository& models);
 
-// Runs the blocks and fills `response`. Returns the number of output values that
-// overflowed a 16-bit output dtype.
-int64_t RunBlockForward(kernels::BlockKernels& kernels, const BlockForwardJob& job,
-                        v1::BlockForwardResponse* response);
+// Runs the blocks for `jobs` in one pass and fills responses[i] for jobs[i]. The
+// jobs must share model, layer range and `causal` (the batcher keys on them). The
+// linear layers run once on the tokens of all jobs; attention runs per sequence;
+// each job's result is bit-identical to running it alone. Returns each job's
+// numeric health.
+std::vector<OutputHealth> RunBlockForwardBatch(
+    kernels::BlockKernels& kernels, const std::vector<const BlockForwardJob*>& jobs,
+    const std::vector<v1::BlockForwardResponse*>& responses);
+
+// One job alone.
+OutputHealth RunBlockForward(kernels::BlockKernels& kernels, const BlockForwardJob& job,
+                             v1::BlockForwardResponse* response);
 
 }  // namespace layerserve
 

@@ -7,10 +7,46 @@
 namespace layerserve {
 namespace {
 
-// Buckets from 50 µs (a small Normalize on loopback) to 10 s (a long prefill).
-prometheus::Histogram::BucketBoundaries LatencyBuckets() {
-  return {50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3,
-          25e-3, 50e-3,  100e-3, 250e-3, 500e-3, 1.0,  2.5,   5.0, 10.0};
+// Buckets from 25 µs (a small Normalize's queue or compute time) to 10 s (a long
+// prefill).
+const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* const kBuckets = new prometheus::Histogram::BucketBoundaries{
+      25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3,   2.5e-3, 5e-3, 10e-3,
+      25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0,    2.5,    5.0,  10.0};
+  return *kBuckets;
+}
+
+// Powers of two: requests per batch and rows (or tokens) per batch.
+const prometheus::Histogram::BucketBoundaries& CountBuckets() {
+  static const auto* const kBuckets = new prometheus::Histogram::BucketBoundaries{
+      1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
+  return *kBuckets;
+}
+
+// Decades from 1e-3 to 1e9: activations of a healthy model sit around 1 to 1e3;
+// the top buckets catch values on their way to overflow (bfloat16 and float16 end
+// at 3.4e38 and 65504).
+const prometheus::Histogram::BucketBoundaries& MagnitudeBuckets() {
+  static const auto* const kBuckets = new prometheus::Histogram::BucketBoundaries{
+      1e-3, 1e-2, 0.1, 1, 10, 100, 1e3, 1e4, 65504, 1e6, 1e9};
+  return *kBuckets;
+}
+
+// Attention entropy in nats: 0 is one-hot attention, ln(T) uniform over T keys
+// (ln 4096 = 8.3).
+const prometheus::Histogram::BucketBoundaries& EntropyBuckets() {
+  static const auto* const kBuckets = new prometheus::Histogram::BucketBoundaries{
+      0.05, 0.1, 0.25, 0.5, 1, 1.5, 2, 3, 4, 5, 6, 8, 10};
+  return *kBuckets;
+}
+
+const char* DtypeLabel(kernels::ElementType type) {
+  switch (type) {
+    case kernels::ElementType::kBfloat16: return "bfloat16";
+    case kernels::ElementType::kFloat16: return "float16";
+    case kernels::ElementType::kFloat32: break;
+  }
+  return "float32";
 }
 
 std::string OnednnVersion() {
@@ -58,11 +94,71 @@ Metrics::Metrics()
                             .Help("Time from a handler accepting an RPC to finishing "
                                   "it, by method.")
                             .Register(*registry_)),
+      queue_duration_(prometheus::BuildHistogram()
+                          .Name("layerserve_queue_duration_seconds")
+                          .Help("Time a request waited in the batcher's queue.")
+                          .Register(*registry_)),
+      compute_duration_(prometheus::BuildHistogram()
+                            .Name("layerserve_compute_duration_seconds")
+                            .Help("Compute time of the kernel call(s) that produced a "
+                                  "request's response (a batch's, when batched).")
+                            .Register(*registry_)),
+      batch_size_(prometheus::BuildHistogram()
+                      .Name("layerserve_batch_size")
+                      .Help("Requests per batch run by a worker.")
+                      .Register(*registry_)),
+      batch_rows_(prometheus::BuildHistogram()
+                      .Name("layerserve_batch_rows")
+                      .Help("Rows (BlockForward: tokens) per batch run by a worker.")
+                      .Register(*registry_)),
+      request_bytes_(prometheus::BuildCounter()
+                         .Name("layerserve_request_bytes_total")
+                         .Help("Serialized bytes of the requests received.")
+                         .Register(*registry_)),
+      response_bytes_(prometheus::BuildCounter()
+                          .Name("layerserve_response_bytes_total")
+                          .Help("Serialized bytes of the responses sent.")
+                          .Register(*registry_)),
+      nonfinite_(prometheus::BuildCounter()
+                     .Name("layerserve_nonfinite_values_total")
+                     .Help("NaN and Inf values in request inputs and response "
+                           "outputs (outputs before 16-bit conversion).")
+                     .Register(*registry_)),
+      output_abs_max_(prometheus::BuildHistogram()
+                          .Name("layerserve_output_abs_max")
+                          .Help("Largest finite |value| of each response's output.")
+                          .Register(*registry_)),
+      output_rms_(prometheus::BuildHistogram()
+                      .Name("layerserve_output_rms")
+                      .Help("Root mean square of each response's finite output "
+                            "values.")
+                      .Register(*registry_)),
+      saturated_(prometheus::BuildCounter()
+                     .Name("layerserve_saturated_values_total")
+                     .Help("Finite output values beyond the range of the 16-bit "
+                           "output dtype, sent as +-Inf.")
+                     .Register(*registry_)),
+      attention_entropy_(prometheus::BuildHistogram()
+                             .Name("layerserve_attention_entropy_nats")
+                             .Help("BlockForward: mean attention entropy per head, "
+                                   "real token and layer of each request.")
+                             .Register(*registry_)),
+      zero_variance_rows_(prometheus::BuildCounter()
+                              .Name("layerserve_zero_variance_rows_total")
+                              .Help("Normalize rows with nothing to normalize: "
+                                    "constant (LayerNorm) or all zero (RMSNorm).")
+                              .Register(*registry_)
+                              .Add({})),
       inflight_(prometheus::BuildGauge()
                     .Name("layerserve_inflight_requests")
                     .Help("RPCs accepted and not yet finished.")
                     .Register(*registry_)
-                    .Add({})) {
+                    .Add({})),
+      queue_depth_(prometheus::BuildGauge()
+                       .Name("layerserve_queue_depth")
+                       .Help("Requests waiting in the batcher's queues.")
+                       .Register(*registry_)
+                       .Add({})) {
   prometheus::BuildGauge()
       .Name("layerserve_build_info")
       .Help("Always 1; the labels describe the build and the oneDNN ISA in use.")
@@ -71,18 +167,89 @@ Metrics::Metrics()
             {"onednn_version", OnednnVersion()},
             {"isa", OnednnIsa()}})
       .Set(1);
+  // Every saturation series exists from the start, so rate() sees its first rise.
+  for (auto type : {kernels::ElementType::kBfloat16, kernels::ElementType::kFloat16}) {
+    saturated_.Add({{"dtype", DtypeLabel(type)}});
+  }
 }
 
-void Metrics::RequestStarted() { inflight_.Increment(); }
+void Metrics::RequestStarted(absl::string_view method, int64_t request_bytes) {
+  inflight_.Increment();
+  request_bytes_.Add({{"method", std::string(method)}})
+      .Increment(static_cast<double>(request_bytes));
+}
 
 void Metrics::RequestFinished(absl::string_view method, grpc::StatusCode code,
-                              absl::Duration elapsed) {
+                              absl::Duration elapsed, int64_t response_bytes) {
   inflight_.Decrement();
   const std::string method_label(method);
   requests_total_.Add({{"method", method_label}, {"code", StatusCodeName(code)}})
       .Increment();
   request_duration_.Add({{"method", method_label}}, LatencyBuckets())
       .Observe(absl::ToDoubleSeconds(elapsed));
+  if (response_bytes > 0) {
+    response_bytes_.Add({{"method", method_label}})
+        .Increment(static_cast<double>(response_bytes));
+  }
+}
+
+void Metrics::SetQueueDepth(int64_t depth) { queue_depth_.Set(static_cast<double>(depth)); }
+
+void Metrics::BatchTaken(absl::string_view method, int64_t size, int64_t rows) {
+  const std::string method_label(method);
+  batch_size_.Add({{"method", method_label}}, CountBuckets())
+      .Observe(static_cast<double>(size));
+  batch_rows_.Add({{"method", method_label}}, CountBuckets())
+      .Observe(static_cast<double>(rows));
+}
+
+void Metrics::Queued(absl::string_view method, absl::Duration waited) {
+  queue_duration_.Add({{"method", std::string(method)}}, LatencyBuckets())
+      .Observe(absl::ToDoubleSeconds(waited));
+}
+
+void Metrics::Computed(absl::string_view method, absl::Duration took) {
+  compute_duration_.Add({{"method", std::string(method)}}, LatencyBuckets())
+      .Observe(absl::ToDoubleSeconds(took));
+}
+
+void Metrics::NonFinite(absl::string_view method, const char* where,
+                        const kernels::ValueStats& stats) {
+  const std::string method_label(method);
+  if (stats.nan > 0) {
+    nonfinite_.Add({{"method", method_label}, {"where", where}, {"kind", "nan"}})
+        .Increment(static_cast<double>(stats.nan));
+  }
+  if (stats.inf > 0) {
+    nonfinite_.Add({{"method", method_label}, {"where", where}, {"kind", "inf"}})
+        .Increment(static_cast<double>(stats.inf));
+  }
+}
+
+void Metrics::InputValues(absl::string_view method, const kernels::ValueStats& stats) {
+  NonFinite(method, "input", stats);
+}
+
+void Metrics::OutputValues(absl::string_view method, const kernels::ValueStats& stats) {
+  NonFinite(method, "output", stats);
+  if (stats.finite() == 0) return;
+  const std::string method_label(method);
+  output_abs_max_.Add({{"method", method_label}}, MagnitudeBuckets()).Observe(stats.abs_max);
+  output_rms_.Add({{"method", method_label}}, MagnitudeBuckets()).Observe(stats.rms());
+}
+
+void Metrics::Saturated(kernels::ElementType dtype, int64_t count) {
+  if (count > 0) {
+    saturated_.Add({{"dtype", DtypeLabel(dtype)}}).Increment(static_cast<double>(count));
+  }
+}
+
+void Metrics::ZeroVarianceRows(int64_t count) {
+  if (count > 0) zero_variance_rows_.Increment(static_cast<double>(count));
+}
+
+void Metrics::AttentionEntropy(absl::string_view model, double nats) {
+  attention_entropy_.Add({{"model", std::string(model)}}, EntropyBuckets()).Observe(nats);
 }
 
 }  // namespace layerserve

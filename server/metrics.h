@@ -1,8 +1,9 @@
-// Prometheus metrics of the server (prefix layerserve_), registered once at start-up
-// with their references kept. Thread-safe: record from any thread.
+// Prometheus metrics of the server (prefix layerserve_, names as in DESIGN.md),
+// registered once at start-up. Thread-safe: record from any thread.
 #ifndef LAYERSERVE_SERVER_METRICS_H_
 #define LAYERSERVE_SERVER_METRICS_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -15,6 +16,8 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "kernels/dtype.h"
+#include "kernels/value_stats.h"
 
 namespace layerserve {
 
@@ -25,16 +28,47 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
   // An RPC was accepted by a handler (counts toward inflight_requests).
-  void RequestStarted();
+  void RequestStarted(absl::string_view method, int64_t request_bytes);
   // The RPC accepted by RequestStarted() was finished with `code` after `elapsed`.
   void RequestFinished(absl::string_view method, grpc::StatusCode code,
-                       absl::Duration elapsed);
+                       absl::Duration elapsed, int64_t response_bytes);
+
+  // Batcher: tasks waiting; a batch of `size` requests and `rows` rows taken.
+  void SetQueueDepth(int64_t depth);
+  void BatchTaken(absl::string_view method, int64_t size, int64_t rows);
+  // One request's time in the queue, and the compute time of the kernel call(s)
+  // that produced it (for a batch: the whole batch's).
+  void Queued(absl::string_view method, absl::Duration waited);
+  void Computed(absl::string_view method, absl::Duration took);
+
+  // Numeric health.
+  void InputValues(absl::string_view method, const kernels::ValueStats& stats);
+  void OutputValues(absl::string_view method, const kernels::ValueStats& stats);
+  void Saturated(kernels::ElementType dtype, int64_t count);
+  void ZeroVarianceRows(int64_t count);
+  void AttentionEntropy(absl::string_view model, double nats);
 
  private:
+  void NonFinite(absl::string_view method, const char* where,
+                 const kernels::ValueStats& stats);
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_total_;
   prometheus::Family<prometheus::Histogram>& request_duration_;
+  prometheus::Family<prometheus::Histogram>& queue_duration_;
+  prometheus::Family<prometheus::Histogram>& compute_duration_;
+  prometheus::Family<prometheus::Histogram>& batch_size_;
+  prometheus::Family<prometheus::Histogram>& batch_rows_;
+  prometheus::Family<prometheus::Counter>& request_bytes_;
+  prometheus::Family<prometheus::Counter>& response_bytes_;
+  prometheus::Family<prometheus::Counter>& nonfinite_;
+  prometheus::Family<prometheus::Histogram>& output_abs_max_;
+  prometheus::Family<prometheus::Histogram>& output_rms_;
+  prometheus::Family<prometheus::Counter>& saturated_;
+  prometheus::Family<prometheus::Histogram>& attention_entropy_;
+  prometheus::Counter& zero_variance_rows_;
   prometheus::Gauge& inflight_;
+  prometheus::Gauge& queue_depth_;
 };
 
 // Name of a gRPC status code as in the gRPC docs: "OK", "INVALID_ARGUMENT"...

@@ -83,8 +83,24 @@ absl::StatusOr<NormalizeJob> ParseNormalizeRequest(const v1::NormalizeRequest& r
   return job;
 }
 
-int64_t RunNormalize(kernels::NormContext& context, const NormalizeJob& job,
-                     v1::NormalizeResponse* response) {
+// Rows with nothing to normalize: constant rows for LayerNorm (their output is
+// the bias: usually a sign of a dead upstream layer), all-zero rows for RMSNorm.
+// Stops at a row's first differing value, so a normal row costs two reads.
+int64_t CountZeroVarianceRows(const float* x, int64_t rows, int64_t dim,
+                              v1::NormKind kind) {
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * dim;
+    const float first = kind == v1::LAYER_NORM ? row[0] : 0.0f;
+    int64_t i = 0;
+    while (i < dim && row[i] == first) ++i;
+    if (i == dim) ++count;
+  }
+  return count;
+}
+
+OutputHealth RunNormalize(kernels::NormContext& context, const NormalizeJob& job,
+                          v1::NormalizeResponse* response) {
   const TensorInfo& info = job.input.info;
   kernels::NormParams params;
   params.epsilon = job.epsilon;
@@ -105,13 +121,19 @@ int64_t RunNormalize(kernels::NormContext& context, const NormalizeJob& job,
     kernels::RmsNorm(context, job.input.values.data(), info.rows(), info.last_dim(),
                      params, output.data());
   }
-  int64_t saturated = EncodeTensor(info.shape, output.data(), info.elements,
-                                   job.output_type, response->mutable_output());
+  OutputHealth health;
+  const float* normalized = residual_out.empty() ? job.input.values.data()
+                                                 : residual_out.data();
+  health.zero_variance_rows =
+      CountZeroVarianceRows(normalized, info.rows(), info.last_dim(), job.kind);
+  health.saturated = EncodeTensor(info.shape, output.data(), info.elements,
+                                  job.output_type, response->mutable_output(),
+                                  &health.stats);
   if (!residual_out.empty()) {
-    saturated += EncodeTensor(info.shape, residual_out.data(), info.elements,
-                              job.output_type, response->mutable_residual_out());
+    health.saturated += EncodeTensor(info.shape, residual_out.data(), info.elements,
+                                     job.output_type, response->mutable_residual_out());
   }
-  return saturated;
+  return health;
 }
 
 }  // namespace layerserve

@@ -30,10 +30,9 @@ inline constexpr float kDefaultRmsNormEpsilon = 1e-6f;
 // INVALID_ARGUMENT naming the field for every malformed request.
 absl::StatusOr<NormalizeJob> ParseNormalizeRequest(const v1::NormalizeRequest& request);
 
-// Runs the kernel and fills `response`. Returns the number of output values that
-// overflowed a 16-bit output dtype.
-int64_t RunNormalize(kernels::NormContext& context, const NormalizeJob& job,
-                     v1::NormalizeResponse* response);
+// Runs the kernel and fills `response`; returns the output's numeric health.
+OutputHealth RunNormalize(kernels::NormContext& context, const NormalizeJob& job,
+                          v1::NormalizeResponse* response);
 
 }  // namespace layerserve
 

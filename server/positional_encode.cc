@@ -268,25 +268,30 @@ absl::StatusOr<T5BiasJob> ParseT5Bias(const v1::T5Bias& t, v1::DataType output_d
 
 // Runs `fill(float* out)` to produce `count` values into `out`: straight into the
 // tensor's bytes for FLOAT32 (no second buffer, no extra pass), through a float
-// buffer and a conversion for 16-bit dtypes. Returns the saturated count.
+// buffer and a conversion for 16-bit dtypes. Returns the numeric health.
 template <typename Fill>
-int64_t FillTensor(const std::vector<int64_t>& shape, int64_t count, ElementType type,
-                   v1::Tensor* out, Fill fill) {
+OutputHealth FillTensor(const std::vector<int64_t>& shape, int64_t count,
+                        ElementType type, v1::Tensor* out, Fill fill) {
+  OutputHealth health;
   if (type != ElementType::kFloat32) {
     std::vector<float> values(count);
     fill(values.data());
-    return EncodeTensor(shape, values.data(), count, type, out);
+    health.saturated = EncodeTensor(shape, values.data(), count, type, out, &health.stats);
+    return health;
   }
   out->mutable_shape()->Assign(shape.begin(), shape.end());
   out->set_dtype(v1::FLOAT32);
   std::string* data = out->mutable_data();
   data->resize(static_cast<size_t>(count) * sizeof(float));
   // std::string storage comes from operator new: aligned for float.
-  fill(reinterpret_cast<float*>(data->data()));
-  return 0;
+  float* values = reinterpret_cast<float*>(data->data());
+  fill(values);
+  // A second pass, over values just written (in cache unless the table is large).
+  health.stats = kernels::ComputeValueStats(values, count);
+  return health;
 }
 
-int64_t Run(kernels::PositionalContext& context, const SinusoidalJob& job,
+OutputHealth Run(kernels::PositionalContext& context, const SinusoidalJob& job,
             v1::PositionalEncodeResponse* response) {
   return FillTensor(job.shape, job.rows * job.dim, job.output_type,
                     response->mutable_output(), [&](float* out) {
@@ -297,7 +302,7 @@ int64_t Run(kernels::PositionalContext& context, const SinusoidalJob& job,
                     });
 }
 
-int64_t Run(kernels::PositionalContext&, const LearnedJob& job,
+OutputHealth Run(kernels::PositionalContext&, const LearnedJob& job,
             v1::PositionalEncodeResponse* response) {
   const TensorInfo& info = job.input.info;
   return FillTensor(info.shape, info.elements, job.output_type,
@@ -308,12 +313,12 @@ int64_t Run(kernels::PositionalContext&, const LearnedJob& job,
                     });
 }
 
-int64_t Run(kernels::PositionalContext&, const RopeJob& job,
+OutputHealth Run(kernels::PositionalContext&, const RopeJob& job,
             v1::PositionalEncodeResponse* response) {
   return RunRope(job, response);
 }
 
-int64_t Run(kernels::PositionalContext&, const AlibiJob& job,
+OutputHealth Run(kernels::PositionalContext&, const AlibiJob& job,
             v1::PositionalEncodeResponse* response) {
   std::vector<float> slopes(job.shape.heads);
   kernels::AlibiSlopes(job.shape.heads, slopes.data());
@@ -327,7 +332,7 @@ int64_t Run(kernels::PositionalContext&, const AlibiJob& job,
                     });
 }
 
-int64_t Run(kernels::PositionalContext& context, const T5BiasJob& job,
+OutputHealth Run(kernels::PositionalContext& context, const T5BiasJob& job,
             v1::PositionalEncodeResponse* response) {
   const kernels::T5BiasShape& s = job.shape;
   return FillTensor(
@@ -359,9 +364,9 @@ absl::StatusOr<PositionalEncodeJob> ParsePositionalEncodeRequest(
       "method: set one of sinusoidal, learned, rope, alibi, t5_bias");
 }
 
-int64_t RunPositionalEncode(kernels::PositionalContext& context,
-                            const PositionalEncodeJob& job,
-                            v1::PositionalEncodeResponse* response) {
+OutputHealth RunPositionalEncode(kernels::PositionalContext& context,
+                                 const PositionalEncodeJob& job,
+                                 v1::PositionalEncodeResponse* response) {
   return std::visit(
       [&](const auto& method_job) { return Run(context, method_job, response); }, job);
 }

@@ -71,11 +71,11 @@ using PositionalEncodeJob =
 absl::StatusOr<PositionalEncodeJob> ParsePositionalEncodeRequest(
     const v1::PositionalEncodeRequest& request);
 
-// Runs the method's kernel and fills `response`. Returns the number of output values
-// that overflowed a 16-bit output dtype.
-int64_t RunPositionalEncode(kernels::PositionalContext& context,
-                            const PositionalEncodeJob& job,
-                            v1::PositionalEncodeResponse* response);
+// Runs the method's kernel and fills `response`; returns the output's numeric
+// health.
+OutputHealth RunPositionalEncode(kernels::PositionalContext& context,
+                                 const PositionalEncodeJob& job,
+                                 v1::PositionalEncodeResponse* response);
 
 }  // namespace layerserve
 

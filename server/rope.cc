@@ -224,14 +224,15 @@ absl::StatusOr<RopeJob> ParseRope(const v1::Rope& rope, v1::DataType output_dtyp
   return job;
 }
 
-int64_t RunRope(const RopeJob& job, v1::PositionalEncodeResponse* response) {
+OutputHealth RunRope(const RopeJob& job, v1::PositionalEncodeResponse* response) {
   const int64_t table_rows = static_cast<int64_t>(job.positions.size());
   std::vector<float> cos(table_rows * job.rotary_dim);
   std::vector<float> sin(table_rows * job.rotary_dim);
   kernels::ComputeRopeTables(job.frequencies, job.style, job.positions.data(), table_rows,
                              cos.data(), sin.data());
 
-  auto rotate = [&](const DecodedTensor& tensor, int64_t heads, v1::Tensor* out) {
+  auto rotate = [&](const DecodedTensor& tensor, int64_t heads, v1::Tensor* out,
+                    kernels::ValueStats* stats) {
     const kernels::RopeGeometry geometry = kernels::ContiguousRopeGeometry(
         job.bhtd, job.batch, heads, job.tokens, job.head_dim, job.rotary_dim,
         job.shared_positions);
@@ -239,11 +240,15 @@ int64_t RunRope(const RopeJob& job, v1::PositionalEncodeResponse* response) {
     kernels::ApplyRope(tensor.values.data(), rotated.data(), geometry, job.style,
                        cos.data(), sin.data());
     return EncodeTensor(tensor.info.shape, rotated.data(), tensor.info.elements,
-                        job.output_type, out);
+                        job.output_type, out, stats);
   };
-  int64_t saturated = rotate(job.query, job.query_heads, response->mutable_output());
-  if (job.has_key) saturated += rotate(job.key, job.key_heads, response->mutable_key());
-  return saturated;
+  OutputHealth health;
+  health.saturated =
+      rotate(job.query, job.query_heads, response->mutable_output(), &health.stats);
+  if (job.has_key) {
+    health.saturated += rotate(job.key, job.key_heads, response->mutable_key(), nullptr);
+  }
+  return health;
 }
 
 }  // namespace layerserve

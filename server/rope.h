@@ -46,9 +46,9 @@ inline constexpr float kDefaultRopeTheta = 10000.0f;
 absl::StatusOr<RopeJob> ParseRope(const v1::Rope& rope, v1::DataType output_dtype);
 
 // Rotates query (and key) and fills response->output (rotated query) and
-// response->key, in the request's shape and layout. Returns the number of values
-// saturated on a 16-bit output dtype.
-int64_t RunRope(const RopeJob& job, v1::PositionalEncodeResponse* response);
+// response->key, in the request's shape and layout. Returns the numeric health
+// (statistics of the rotated query; saturation of both).
+OutputHealth RunRope(const RopeJob& job, v1::PositionalEncodeResponse* response);
 
 }  // namespace layerserve
 

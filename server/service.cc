@@ -1,5 +1,9 @@
 #include "server/service.h"
 
+#include <type_traits>
+#include <variant>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/activate.h"
@@ -15,19 +19,21 @@ namespace {
 class Call {
  public:
   Call(grpc::CallbackServerContext* context, const char* method, Metrics* metrics,
-       CallTracker* tracker)
+       CallTracker* tracker, const google::protobuf::Message* request,
+       const google::protobuf::Message* response)
       : context_(context),
         reactor_(context->DefaultReactor()),
         method_(method),
         metrics_(metrics),
         tracker_(tracker),
+        response_(response),
         start_(absl::Now()) {
     tracker_->Started();
-    metrics_->RequestStarted();
+    metrics_->RequestStarted(method, request == nullptr ? 0 : request->ByteSizeLong());
   }
 
   grpc::ServerUnaryReactor* reactor() const { return reactor_; }
-  grpc::CallbackServerContext* context() const { return context_; }
+  const char* method() const { return method_; }
 
   // The status to answer instead of computing, if the client is gone or its
   // deadline passed while the request waited; OK to go on.
@@ -35,13 +41,18 @@ class Call {
     if (!context_->IsCancelled()) return grpc::Status::OK;
     if (std::chrono::system_clock::now() >= context_->deadline()) {
       return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                          "deadline passed before the request was computed");
+                          "deadline passed while the request waited in the queue; it "
+                          "was not computed");
     }
-    return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the call");
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        "the client cancelled the call before it was computed");
   }
 
   void Finish(const grpc::Status& status) {
-    metrics_->RequestFinished(method_, status.error_code(), absl::Now() - start_);
+    const int64_t response_bytes =
+        status.ok() && response_ != nullptr ? response_->ByteSizeLong() : 0;
+    metrics_->RequestFinished(method_, status.error_code(), absl::Now() - start_,
+                              response_bytes);
     reactor_->Finish(status);
     tracker_->Finished();
   }
@@ -52,6 +63,7 @@ class Call {
   const char* const method_;
   Metrics* const metrics_;
   CallTracker* const tracker_;
+  const google::protobuf::Message* const response_;
   const absl::Time start_;
 };
 
@@ -59,95 +71,263 @@ const grpc::Status kDraining(grpc::StatusCode::UNAVAILABLE,
                              "server is draining (shutting down); retry on another "
                              "replica");
 
+template <typename... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <typename... F>
+Overloaded(F...) -> Overloaded<F...>;
+
+// What the service needs of each job type, as overloads: its batch key (what must
+// match to share one kernel call), rows, size for --max-request-elements, input
+// statistics, output dtype.
+
+std::string BatchKey(const NormalizeJob&) { return "Normalize"; }
+std::string BatchKey(const ActivateJob&) { return "Activate"; }
+std::string BatchKey(const PositionalEncodeJob&) { return "PositionalEncode"; }
+std::string BatchKey(const BlockForwardJob& job) {
+  return absl::StrCat("BlockForward/", job.model->name, "/", job.layer_start, "/",
+                      job.num_layers, job.causal ? "/causal" : "/bidirectional");
+}
+
+int64_t BatchRows(const NormalizeJob& job) { return job.input.info.rows(); }
+int64_t BatchRows(const ActivateJob& job) { return job.input.info.rows(); }
+int64_t BatchRows(const PositionalEncodeJob&) { return 1; }
+int64_t BatchRows(const BlockForwardJob& job) { return job.batch * job.tokens; }
+
+int64_t RequestElements(const NormalizeJob& job) { return job.input.info.elements; }
+int64_t RequestElements(const ActivateJob& job) { return job.input.info.elements; }
+int64_t RequestElements(const BlockForwardJob& job) { return job.hidden.info.elements; }
+int64_t RequestElements(const PositionalEncodeJob& job) {
+  return std::visit(
+      Overloaded{
+          [](const SinusoidalJob& j) { return j.rows * j.dim; },
+          [](const LearnedJob& j) { return j.input.info.elements; },
+          [](const RopeJob& j) {
+            return j.query.info.elements + (j.has_key ? j.key.info.elements : 0);
+          },
+          [](const AlibiJob& j) {
+            return j.batch * j.shape.heads * j.shape.query_length * j.shape.key_length;
+          },
+          [](const T5BiasJob& j) {
+            return j.shape.heads * j.shape.query_length * j.shape.key_length;
+          }},
+      job);
+}
+
+kernels::ValueStats InputStats(const NormalizeJob& job) { return job.input.stats; }
+kernels::ValueStats InputStats(const ActivateJob& job) { return job.input.stats; }
+kernels::ValueStats InputStats(const BlockForwardJob& job) { return job.hidden.stats; }
+kernels::ValueStats InputStats(const PositionalEncodeJob& job) {
+  return std::visit(
+      Overloaded{[](const SinusoidalJob& j) {
+                   return j.has_input ? j.input.stats : kernels::ValueStats();
+                 },
+                 [](const LearnedJob& j) { return j.input.stats; },
+                 [](const RopeJob& j) {
+                   kernels::ValueStats s = j.query.stats;
+                   if (j.has_key) s.Merge(j.key.stats);
+                   return s;
+                 },
+                 [](const AlibiJob& j) {
+                   return j.has_scores ? j.scores.stats : kernels::ValueStats();
+                 },
+                 [](const T5BiasJob& j) { return j.table.stats; }},
+      job);
+}
+
+template <typename Job>
+kernels::ElementType OutputType(const Job& job) {
+  return job.output_type;
+}
+kernels::ElementType OutputType(const PositionalEncodeJob& job) {
+  return std::visit([](const auto& j) { return j.output_type; }, job);
+}
+
+OutputHealth RunOne(WorkerContext& worker, NormalizeJob& job,
+                    v1::NormalizeResponse* response) {
+  return RunNormalize(worker.norm, job, response);
+}
+OutputHealth RunOne(WorkerContext& worker, ActivateJob& job,
+                    v1::ActivateResponse* response) {
+  return RunActivate(worker.activation, job, response);
+}
+OutputHealth RunOne(WorkerContext& worker, PositionalEncodeJob& job,
+                    v1::PositionalEncodeResponse* response) {
+  return RunPositionalEncode(worker.positional, job, response);
+}
+
+// A validated request waiting in the batcher, with the RPC it answers.
+class ServedTask : public BatchTask {
+ public:
+  // Runs `batch` (this task and the others of its key) and finishes every call.
+  virtual void RunBatch(WorkerContext& worker, Batch& batch, Metrics& metrics) = 0;
+};
+
+template <typename Job, typename Response>
+class JobTask final : public ServedTask {
+ public:
+  JobTask(Call call, Job job, Response* response)
+      : call_(call), job_(std::move(job)), response_(response), rows_(BatchRows(job_)) {}
+
+  int64_t rows() const override { return rows_; }
+
+  void RunBatch(WorkerContext& worker, Batch& batch, Metrics& metrics) override {
+    const absl::Time start = absl::Now();
+    int64_t rows = 0;
+    std::vector<JobTask*> live;
+    for (auto& task : batch) {
+      auto* t = static_cast<JobTask*>(task.get());
+      rows += t->rows_;
+      metrics.Queued(call_.method(), start - t->enqueued());
+      // Expired or cancelled while queued: answered, never computed.
+      const grpc::Status wanted = t->call_.CheckStillWanted();
+      if (wanted.ok()) {
+        live.push_back(t);
+      } else {
+        t->call_.Finish(wanted);
+      }
+    }
+    metrics.BatchTaken(call_.method(), static_cast<int64_t>(batch.size()), rows);
+    if constexpr (std::is_same_v<Job, BlockForwardJob>) {
+      if (live.empty()) return;
+      std::vector<const BlockForwardJob*> jobs;
+      std::vector<v1::BlockForwardResponse*> responses;
+      for (JobTask* t : live) {
+        jobs.push_back(&t->job_);
+        responses.push_back(t->response_);
+      }
+      const std::vector<OutputHealth> health =
+          RunBlockForwardBatch(worker.block, jobs, responses);
+      const absl::Duration took = absl::Now() - start;
+      for (size_t i = 0; i < live.size(); ++i) live[i]->Done(health[i], took, metrics);
+    } else {
+      // Element-wise and row-wise kernels have no per-call cost worth sharing, and
+      // concatenating would cost a copy as large as the kernel's own traffic (and
+      // change which of oneDNN or Highway runs, so the bits): one call per request.
+      for (JobTask* t : live) {
+        const absl::Time begin = absl::Now();
+        const OutputHealth health = RunOne(worker, t->job_, t->response_);
+        t->Done(health, absl::Now() - begin, metrics);
+      }
+    }
+  }
+
+ private:
+  void Done(const OutputHealth& health, absl::Duration took, Metrics& metrics) {
+    const char* method = call_.method();
+    metrics.Computed(method, took);
+    metrics.InputValues(method, InputStats(job_));
+    metrics.OutputValues(method, health.stats);
+    metrics.Saturated(OutputType(job_), health.saturated);
+    metrics.ZeroVarianceRows(health.zero_variance_rows);
+    if constexpr (std::is_same_v<Job, BlockForwardJob>) {
+      metrics.AttentionEntropy(job_.model->name, health.attention_entropy_nats);
+    }
+    call_.Finish(grpc::Status::OK);
+  }
+
+  Call call_;
+  Job job_;
+  Response* const response_;
+  const int64_t rows_;
+};
+
 }  // namespace
 
-LayerServiceImpl::LayerServiceImpl(WorkerPool* pool, Metrics* metrics,
+LayerServiceImpl::LayerServiceImpl(const ServiceOptions& options, Metrics* metrics,
                                    const ModelRepository* models)
-    : pool_(pool), metrics_(metrics), models_(models) {}
+    : options_(options),
+      metrics_(metrics),
+      models_(models),
+      batcher_(
+          options.batch, options.compute_threads,
+          [metrics](WorkerContext& worker, Batch& batch) {
+            static_cast<ServedTask&>(*batch.front()).RunBatch(worker, batch, *metrics);
+          },
+          [metrics](int64_t depth) { metrics->SetQueueDepth(depth); }) {}
 
-template <typename Parse, typename Run>
-grpc::ServerUnaryReactor* LayerServiceImpl::Dispatch(grpc::CallbackServerContext* context,
-                                                     const char* method, Parse parse,
-                                                     Run run) {
-  Call call(context, method, metrics_, &calls_);
+LayerServiceImpl::~LayerServiceImpl() { StopWorkers(); }
+
+template <typename Job, typename Response, typename Parse>
+grpc::ServerUnaryReactor* LayerServiceImpl::Dispatch(
+    grpc::CallbackServerContext* context, const char* method,
+    const google::protobuf::Message& request, Response* response, Parse parse) {
+  Call call(context, method, metrics_, &calls_, &request, response);
   if (draining_.load()) {
     call.Finish(kDraining);
     return call.reactor();
   }
-  auto job = parse();
+  absl::StatusOr<Job> job = parse();
   if (!job.ok()) {
     call.Finish(ToGrpcStatus(job.status()));
     return call.reactor();
   }
-  WorkerPool::Task task = [call, job = std::move(*job),
-                           run = std::move(run)](WorkerContext& worker) mutable {
-    const grpc::Status wanted = call.CheckStillWanted();
-    if (!wanted.ok()) {
-      call.Finish(wanted);
-      return;
-    }
-    run(worker, job);
-    call.Finish(grpc::Status::OK);
-  };
-  if (!pool_->Submit(task)) call.Finish(kDraining);
+  const int64_t elements = RequestElements(*job);
+  if (elements > options_.max_request_elements) {
+    call.Finish(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("request too large: ", elements, " values, over the server's limit "
+                     "of ", options_.max_request_elements,
+                     " (--max-request-elements); split it into smaller requests")));
+    return call.reactor();
+  }
+  const std::string key = BatchKey(*job);
+  std::unique_ptr<BatchTask> task =
+      std::make_unique<JobTask<Job, Response>>(call, std::move(*job), response);
+  const absl::Status queued = batcher_.Schedule(key, task);
+  if (!queued.ok()) {
+    // Still ours: the batcher took nothing.
+    call.Finish(queued.code() == absl::StatusCode::kUnavailable ? kDraining
+                                                                : ToGrpcStatus(queued));
+  }
   return call.reactor();
 }
 
 grpc::ServerUnaryReactor* LayerServiceImpl::Normalize(
     grpc::CallbackServerContext* context, const v1::NormalizeRequest* request,
     v1::NormalizeResponse* response) {
-  return Dispatch(
-      context, "Normalize", [&] { return ParseNormalizeRequest(*request); },
-      [response](WorkerContext& worker, const NormalizeJob& job) {
-        RunNormalize(worker.norm, job, response);
-      });
+  return Dispatch<NormalizeJob>(context, "Normalize", *request, response,
+                                [&] { return ParseNormalizeRequest(*request); });
+}
+
+grpc::ServerUnaryReactor* LayerServiceImpl::PositionalEncode(
+    grpc::CallbackServerContext* context, const v1::PositionalEncodeRequest* request,
+    v1::PositionalEncodeResponse* response) {
+  return Dispatch<PositionalEncodeJob>(
+      context, "PositionalEncode", *request, response,
+      [&] { return ParsePositionalEncodeRequest(*request); });
+}
+
+grpc::ServerUnaryReactor* LayerServiceImpl::Activate(grpc::CallbackServerContext* context,
+                                                     const v1::ActivateRequest* request,
+                                                     v1::ActivateResponse* response) {
+  return Dispatch<ActivateJob>(context, "Activate", *request, response,
+                               [&] { return ParseActivateRequest(*request); });
+}
+
+grpc::ServerUnaryReactor* LayerServiceImpl::BlockForward(
+    grpc::CallbackServerContext* context, const v1::BlockForwardRequest* request,
+    v1::BlockForwardResponse* response) {
+  return Dispatch<BlockForwardJob>(
+      context, "BlockForward", *request, response,
+      [&] { return ParseBlockForwardRequest(*request, *models_); });
 }
 
 grpc::ServerUnaryReactor* LayerServiceImpl::Unimplemented(
     grpc::CallbackServerContext* context, const char* method) {
-  Call call(context, method, metrics_, &calls_);
+  Call call(context, method, metrics_, &calls_, nullptr, nullptr);
   call.Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                            absl::StrCat(method, " is not served by this version of "
                                                 "layerserve yet")));
   return call.reactor();
 }
 
-grpc::ServerUnaryReactor* LayerServiceImpl::PositionalEncode(
-    grpc::CallbackServerContext* context, const v1::PositionalEncodeRequest* request,
-    v1::PositionalEncodeResponse* response) {
-  return Dispatch(
-      context, "PositionalEncode", [&] { return ParsePositionalEncodeRequest(*request); },
-      [response](WorkerContext& worker, const PositionalEncodeJob& job) {
-        RunPositionalEncode(worker.positional, job, response);
-      });
-}
-
-grpc::ServerUnaryReactor* LayerServiceImpl::Activate(grpc::CallbackServerContext* context,
-                                                     const v1::ActivateRequest* request,
-                                                     v1::ActivateResponse* response) {
-  return Dispatch(
-      context, "Activate", [&] { return ParseActivateRequest(*request); },
-      [response](WorkerContext& worker, ActivateJob& job) {
-        RunActivate(worker.activation, job, response);
-      });
-}
-
-grpc::ServerUnaryReactor* LayerServiceImpl::BlockForward(
-    grpc::CallbackServerContext* context, const v1::BlockForwardRequest* request,
-    v1::BlockForwardResponse* response) {
-  return Dispatch(
-      context, "BlockForward",
-      [&] { return ParseBlockForwardRequest(*request, *models_); },
-      [response](WorkerContext& worker, const BlockForwardJob& job) {
-        RunBlockForward(worker.block, job, response);
-      });
-}
-
 grpc::ServerUnaryReactor* LayerServiceImpl::ListModels(
-    grpc::CallbackServerContext* context, const v1::ListModelsRequest*,
+    grpc::CallbackServerContext* context, const v1::ListModelsRequest* request,
     v1::ListModelsResponse* response) {
   // Answered on the handler thread: a few fields per model, no compute.
-  Call call(context, "ListModels", metrics_, &calls_);
+  Call call(context, "ListModels", metrics_, &calls_, request, response);
   if (draining_.load()) {
     call.Finish(kDraining);
     return call.reactor();
@@ -162,7 +342,7 @@ grpc::ServerUnaryReactor* LayerServiceImpl::ListModels(
 grpc::ServerUnaryReactor* LayerServiceImpl::GetModel(grpc::CallbackServerContext* context,
                                                      const v1::GetModelRequest* request,
                                                      v1::ModelInfo* response) {
-  Call call(context, "GetModel", metrics_, &calls_);
+  Call call(context, "GetModel", metrics_, &calls_, request, response);
   if (draining_.load()) {
     call.Finish(kDraining);
     return call.reactor();

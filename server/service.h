@@ -1,26 +1,44 @@
-// layerserve.v1.LayerService on gRPC's callback API. Handlers validate a request,
-// hand the work to the WorkerPool and return; the worker finishes the RPC. Every RPC
-// is finished exactly once. Thread-safe, as gRPC requires.
+// layerserve.v1.LayerService on gRPC's callback API. Handlers validate a request and
+// hand it to the batcher (or answer at once: an error, a refusal, a model listing);
+// a worker runs the batch and finishes every RPC in it. Every RPC is finished
+// exactly once, on every path. Thread-safe, as gRPC requires.
 #ifndef LAYERSERVE_SERVER_SERVICE_H_
 #define LAYERSERVE_SERVER_SERVICE_H_
 
 #include <atomic>
+#include <memory>
 
 #include "layerserve/v1/layerserve.grpc.pb.h"
+#include "server/batcher.h"
 #include "server/call_tracker.h"
-#include "server/model_repository.h"
 #include "server/metrics.h"
-#include "server/worker_pool.h"
+#include "server/model_repository.h"
+#include "server/worker_context.h"
 
 namespace layerserve {
 
+struct ServiceOptions {
+  BatchOptions batch;
+  int compute_threads = 1;
+  // Largest tensor a request may carry or ask for, in values
+  // (--max-request-elements); larger requests get RESOURCE_EXHAUSTED.
+  int64_t max_request_elements = int64_t{1} << 26;
+};
+
 class LayerServiceImpl final : public v1::LayerService::CallbackService {
  public:
-  // `pool`, `metrics` and `models` must outlive the service.
-  LayerServiceImpl(WorkerPool* pool, Metrics* metrics, const ModelRepository* models);
+  // `metrics` and `models` must outlive the service. Starts the compute threads.
+  LayerServiceImpl(const ServiceOptions& options, Metrics* metrics,
+                   const ModelRepository* models);
+  // StopWorkers()s.
+  ~LayerServiceImpl() override;
 
   // From now on new RPCs are answered UNAVAILABLE; accepted ones still complete.
   void StartDraining() { draining_.store(true); }
+  // Runs every queued request, then joins the compute threads. Call after gRPC
+  // has stopped accepting calls (or nothing will compute the late ones: they are
+  // answered UNAVAILABLE).
+  void StopWorkers() { batcher_.Stop(); }
   // Every RPC the service has accepted, refusals included.
   const CallTracker& calls() const { return calls_; }
 
@@ -50,22 +68,24 @@ class LayerServiceImpl final : public v1::LayerService::CallbackService {
                                          v1::CloseSessionResponse* response) override;
 
  private:
-  // The shape of every compute RPC: refuse while draining, validate with `parse`
-  // (a StatusOr<Job>), then hand the job to a worker, which runs `run(worker, job)`
-  // and finishes the call. Defined in service.cc, the only user.
-  template <typename Parse, typename Run>
+  // The shape of every compute RPC: refuse while draining, validate, check the
+  // element limit, queue under the job's batch key. Defined in service.cc.
+  template <typename Job, typename Response, typename Parse>
   grpc::ServerUnaryReactor* Dispatch(grpc::CallbackServerContext* context,
-                                     const char* method, Parse parse, Run run);
+                                     const char* method,
+                                     const google::protobuf::Message& request,
+                                     Response* response, Parse parse);
 
   // Answers UNIMPLEMENTED for an RPC whose issue has not landed yet.
   grpc::ServerUnaryReactor* Unimplemented(grpc::CallbackServerContext* context,
                                           const char* method);
 
-  WorkerPool* const pool_;
+  const ServiceOptions options_;
   Metrics* const metrics_;
   const ModelRepository* const models_;
   std::atomic<bool> draining_{false};
   CallTracker calls_;
+  Batcher<WorkerContext> batcher_;
 };
 
 }  // namespace layerserve

@@ -107,18 +107,32 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& tensor,
                                            absl::string_view field, RankRange ranks) {
   DecodedTensor decoded;
   ASSIGN_OR_RETURN(decoded.info, ValidateTensor(tensor, field, ranks));
-  decoded.values.resize(decoded.info.elements);
-  kernels::ConvertToFloat32(decoded.info.dtype, tensor.data().data(),
-                            decoded.info.elements, decoded.values.data());
+  const int64_t n = decoded.info.elements;
+  decoded.values.resize(n);
+  if (decoded.info.dtype == ElementType::kFloat32) {
+    // Wire bytes are little-endian float32, as on every host this builds for.
+    decoded.stats = kernels::CopyWithValueStats(
+        reinterpret_cast<const float*>(tensor.data().data()), n, decoded.values.data());
+  } else {
+    kernels::ConvertToFloat32(decoded.info.dtype, tensor.data().data(), n,
+                              decoded.values.data());
+    decoded.stats = kernels::ComputeValueStats(decoded.values.data(), n);
+  }
   return decoded;
 }
 
 int64_t EncodeTensor(const std::vector<int64_t>& shape, const float* values,
-                     int64_t count, ElementType type, v1::Tensor* out) {
+                     int64_t count, ElementType type, v1::Tensor* out,
+                     kernels::ValueStats* stats) {
   out->mutable_shape()->Assign(shape.begin(), shape.end());
   out->set_dtype(ElementTypeToProto(type));
   std::string* data = out->mutable_data();
   data->resize(count * kernels::ElementSize(type));
+  if (stats != nullptr && type == ElementType::kFloat32) {
+    *stats = kernels::CopyWithValueStats(values, count, reinterpret_cast<float*>(data->data()));
+    return 0;
+  }
+  if (stats != nullptr) *stats = kernels::ComputeValueStats(values, count);
   return kernels::ConvertFromFloat32(type, values, count, data->data());
 }
 

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kernels/dtype.h"
+#include "kernels/value_stats.h"
 #include "layerserve/v1/layerserve.pb.h"
 
 namespace layerserve {
@@ -30,6 +31,17 @@ struct TensorInfo {
 struct DecodedTensor {
   TensorInfo info;
   std::vector<float> values;
+  kernels::ValueStats stats;  // Of `values`, taken while decoding.
+};
+
+// What the server exports about a response's numbers (numeric health).
+struct OutputHealth {
+  int64_t saturated = 0;      // Finite values that became +-Inf in a 16-bit dtype.
+  kernels::ValueStats stats;  // Of the main output tensor, before conversion.
+  int64_t zero_variance_rows = 0;  // Normalize: rows with nothing to normalize.
+  // BlockForward: mean attention entropy per head, real token and layer; < 0 when
+  // not applicable.
+  double attention_entropy_nats = -1;
 };
 
 // Accepted ranks of a tensor field, inclusive.
@@ -59,9 +71,11 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& tensor,
                                            absl::string_view field, RankRange ranks);
 
 // Fills `out` with `shape` and `values` converted to `type`. Returns how many finite
-// values overflowed the 16-bit range and became +-Inf.
+// values overflowed the 16-bit range and became +-Inf. With `stats`, also takes the
+// statistics of `values` (float32: in the pass that writes them).
 int64_t EncodeTensor(const std::vector<int64_t>& shape, const float* values,
-                     int64_t count, kernels::ElementType type, v1::Tensor* out);
+                     int64_t count, kernels::ElementType type, v1::Tensor* out,
+                     kernels::ValueStats* stats = nullptr);
 
 // "[3,5]": shapes as they appear in error messages.
 std::string ShapeToString(const std::vector<int64_t>& shape);

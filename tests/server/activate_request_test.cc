@@ -249,7 +249,7 @@ TEST(ActivateRequestTest, OutputDtypeAndSaturation) {
   kernels::ActivationContext context;
   v1::ActivateResponse response;
   // 1e5 is beyond float16's 65504: +inf, counted.
-  EXPECT_EQ(RunActivate(context, *job, &response), 1);
+  EXPECT_EQ(RunActivate(context, *job, &response).saturated, 1);
   EXPECT_EQ(response.output().dtype(), v1::FLOAT16);
   ASSERT_EQ(response.output().data().size(), 6u);
   std::vector<float> y(3);

@@ -162,7 +162,7 @@ TEST(NormalizeRequestTest, RunsLayerNormWithResidualAndOutputDtype) {
   ASSERT_TRUE(job.ok()) << job.status();
   kernels::NormContext context;
   v1::NormalizeResponse response;
-  EXPECT_EQ(RunNormalize(context, *job, &response), 0);
+  EXPECT_EQ(RunNormalize(context, *job, &response).saturated, 0);
 
   // sum = [1,2,3,4]: mean 2.5, var 1.25.
   const float inv = 1.0f / std::sqrt(1.25f);

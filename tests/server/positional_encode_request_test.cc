@@ -45,7 +45,7 @@ v1::PositionalEncodeResponse ParseAndRun(const v1::PositionalEncodeRequest& requ
   v1::PositionalEncodeResponse response;
   if (!job.ok()) return response;
   kernels::PositionalContext context;
-  const int64_t s = RunPositionalEncode(context, *job, &response);
+  const int64_t s = RunPositionalEncode(context, *job, &response).saturated;
   if (saturated != nullptr) *saturated = s;
   return response;
 }

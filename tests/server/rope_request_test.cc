@@ -329,7 +329,7 @@ TEST(RopeRunTest, QueryOnlyAtPositionZeroIsIdentityAndHasNoKey) {
   absl::StatusOr<RopeJob> job = Parse(rope);
   ASSERT_TRUE(job.ok()) << job.status();
   v1::PositionalEncodeResponse response;
-  EXPECT_EQ(RunRope(*job, &response), 0);
+  EXPECT_EQ(RunRope(*job, &response).saturated, 0);
   EXPECT_FALSE(response.has_key());
   EXPECT_EQ(response.output().dtype(), v1::FLOAT32);
   EXPECT_THAT(response.output().shape(), ::testing::ElementsAre(1, 2, 3, 4));
@@ -346,7 +346,7 @@ TEST(RopeRunTest, CountsValuesSaturatedOnSixteenBitOutput) {
   absl::StatusOr<RopeJob> job = ParseRope(rope, v1::FLOAT16);
   ASSERT_TRUE(job.ok()) << job.status();
   v1::PositionalEncodeResponse response;
-  EXPECT_EQ(RunRope(*job, &response), 8);
+  EXPECT_EQ(RunRope(*job, &response).saturated, 8);
   EXPECT_EQ(response.output().dtype(), v1::FLOAT16);
   EXPECT_EQ(response.key().dtype(), v1::FLOAT16);
   EXPECT_EQ(TensorValues(response.output())[0], std::numeric_limits<float>::infinity());
@@ -354,7 +354,7 @@ TEST(RopeRunTest, CountsValuesSaturatedOnSixteenBitOutput) {
 
   job = ParseRope(rope, v1::BFLOAT16);  // 1e6 is well inside bfloat16's range.
   ASSERT_TRUE(job.ok());
-  EXPECT_EQ(RunRope(*job, &response), 0);
+  EXPECT_EQ(RunRope(*job, &response).saturated, 0);
 }
 
 // ---------------------------------------------------------------------------------
@@ -455,7 +455,7 @@ TEST_P(RopeGoldenRequestTest, MatchesPyTorch) {
     absl::StatusOr<RopeJob> job = ParseRope(RopeOf(c, dtype), v1::DATA_TYPE_UNSPECIFIED);
     ASSERT_TRUE(job.ok()) << job.status();
     v1::PositionalEncodeResponse response;
-    EXPECT_EQ(RunRope(*job, &response), 0);
+    EXPECT_EQ(RunRope(*job, &response).saturated, 0);
     EXPECT_EQ(response.output().dtype(), dtype);
     EXPECT_THAT(response.output().shape(), ::testing::ElementsAreArray(c.query_shape));
     ExpectMatchesGolden(c, *job, c.query, TensorValues(response.output()), c.expected_query,

@@ -45,8 +45,9 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
 class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    pool_ = std::make_unique<WorkerPool>(2);
-    service_ = std::make_unique<LayerServiceImpl>(pool_.get(), &metrics_, models_.get());
+    ServiceOptions options;
+    options.compute_threads = 2;
+    service_ = std::make_unique<LayerServiceImpl>(options, &metrics_, models_.get());
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -60,7 +61,7 @@ class ServiceTest : public ::testing::Test {
 
   void TearDown() override {
     if (server_) server_->Shutdown();
-    pool_->Stop();
+    service_->StopWorkers();
   }
 
   grpc::Status Normalize(const v1::NormalizeRequest& request,
@@ -106,7 +107,6 @@ class ServiceTest : public ::testing::Test {
   Metrics metrics_;
   std::unique_ptr<ModelRepository> models_ =
       ModelRepository::Demo(kernels::WeightType::kFloat32);
-  std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<LayerServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::LayerService::Stub> stub_;

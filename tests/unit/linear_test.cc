@@ -112,5 +112,34 @@ TEST(LinearContextTest, ReusesPrimitivesAcrossShapes) {
   }
 }
 
+
+// The batcher runs the linear layers of several requests as one product and
+// promises each request the bits it would get alone, so a row of y must not depend
+// on the other rows of x or on how many there are.
+class LinearRowIndependenceTest : public ::testing::TestWithParam<WeightType> {};
+
+TEST_P(LinearRowIndependenceTest, EachRowIsBitIdenticalAtEveryBatchSize) {
+  std::mt19937 rng(20261130);
+  const int64_t in = 512, out = 1408;
+  const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
+  LinearWeights weights(w.data(), out, in, false, b.data(), GetParam());
+  LinearContext context;
+  const std::vector<float> x = Random(300 * in, rng);
+  std::vector<float> alone(out);
+  for (int64_t rows : {1, 2, 3, 7, 16, 33, 64, 129, 300}) {
+    std::vector<float> y(rows * out);
+    Linear(context, weights, x.data(), rows, y.data());
+    for (int64_t r : {int64_t{0}, rows / 2, rows - 1}) {
+      Linear(context, weights, x.data() + r * in, 1, alone.data());
+      for (int64_t o = 0; o < out; ++o) {
+        ASSERT_EQ(y[r * out + o], alone[o]) << "rows " << rows << " row " << r << " out " << o;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, LinearRowIndependenceTest,
+                         ::testing::Values(WeightType::kFloat32, WeightType::kBfloat16));
+
 }  // namespace
 }  // namespace layerserve::kernels

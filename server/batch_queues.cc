@@ -1,0 +1,59 @@
+#include "server/batch_queues.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace layerserve {
+
+absl::Status BatchQueues::Schedule(const std::string& key,
+                                   std::unique_ptr<BatchTask>& task, absl::Time now) {
+  if (size_ >= options_.max_queue_size) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("server busy: ", size_, " requests already queued (--max-queue-size=",
+                     options_.max_queue_size, "); retry later or on another replica"));
+  }
+  task->enqueued_ = now;
+  Queue& queue = queues_[key];
+  queue.rows += task->rows();
+  queue.tasks.push_back(std::move(task));
+  ++size_;
+  return absl::OkStatus();
+}
+
+absl::Time BatchQueues::CloseTime(const Queue& queue) const {
+  if (queue.rows >= options_.max_batch_rows) return absl::InfinitePast();
+  return queue.tasks.front()->enqueued() + options_.max_queue_delay;
+}
+
+absl::Time BatchQueues::NextClose() const {
+  absl::Time next = absl::InfiniteFuture();
+  for (const auto& [key, queue] : queues_) next = std::min(next, CloseTime(queue));
+  return next;
+}
+
+std::optional<BatchQueues::Closed> BatchQueues::TakeClosed(absl::Time now, bool flush) {
+  auto chosen = queues_.end();
+  for (auto it = queues_.begin(); it != queues_.end(); ++it) {
+    if (!flush && CloseTime(it->second) > now) continue;
+    if (chosen == queues_.end() ||
+        it->second.tasks.front()->enqueued() < chosen->second.tasks.front()->enqueued()) {
+      chosen = it;
+    }
+  }
+  if (chosen == queues_.end()) return std::nullopt;
+  Closed closed;
+  closed.key = chosen->first;
+  Queue& queue = chosen->second;
+  while (!queue.tasks.empty()) {
+    const int64_t rows = queue.tasks.front()->rows();
+    if (!closed.tasks.empty() && closed.rows + rows > options_.max_batch_rows) break;
+    closed.rows += rows;
+    closed.tasks.push_back(std::move(queue.tasks.front()));
+    queue.tasks.pop_front();
+  }
+  queue.rows -= closed.rows;
+  size_ -= static_cast<int64_t>(closed.tasks.size());
+  if (queue.tasks.empty()) queues_.erase(chosen);
+  return closed;
+}
+
+}  // namespace layerserve

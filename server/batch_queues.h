@@ -1,0 +1,88 @@
+// The queues of the dynamic batcher, without threads or clocks: tasks wait in a
+// queue per key (what must match for tasks to share one kernel call) and leave in
+// closed batches. Time is passed in, so tests drive it with a fake clock.
+//
+// A queue's batch closes when its tasks hold max_batch_rows rows, when its oldest
+// task has waited max_queue_delay, or when the caller flushes (shutdown). A closed
+// batch takes tasks from the front while they fit in max_batch_rows, and always at
+// least one, so a task larger than the limit runs alone. Among closed queues the one
+// whose oldest task arrived first goes next. Not thread-safe: the Batcher locks.
+#ifndef LAYERSERVE_SERVER_BATCH_QUEUES_H_
+#define LAYERSERVE_SERVER_BATCH_QUEUES_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace layerserve {
+
+// One unit of work. The batcher only reads its size.
+class BatchTask {
+ public:
+  virtual ~BatchTask() = default;
+  // Rows (or tokens) this task adds to a batch; >= 1.
+  virtual int64_t rows() const = 0;
+  // When Schedule() accepted it.
+  absl::Time enqueued() const { return enqueued_; }
+
+ private:
+  friend class BatchQueues;
+  absl::Time enqueued_;
+};
+
+using Batch = std::vector<std::unique_ptr<BatchTask>>;
+
+struct BatchOptions {
+  int64_t max_batch_rows = 512;
+  absl::Duration max_queue_delay = absl::ZeroDuration();
+  // Tasks waiting in all queues together.
+  int64_t max_queue_size = 1024;
+};
+
+class BatchQueues {
+ public:
+  explicit BatchQueues(const BatchOptions& options) : options_(options) {}
+
+  // Queues `task` under `key` and takes it (leaving `task` null), or leaves it to
+  // the caller and returns RESOURCE_EXHAUSTED when max_queue_size tasks wait.
+  absl::Status Schedule(const std::string& key, std::unique_ptr<BatchTask>& task,
+                        absl::Time now);
+
+  struct Closed {
+    std::string key;
+    Batch tasks;
+    int64_t rows = 0;
+  };
+  // The next closed batch at `now` (every non-empty queue counts as closed when
+  // `flush`), or nothing.
+  std::optional<Closed> TakeClosed(absl::Time now, bool flush);
+
+  // When the next batch closes by age if nothing else happens; InfiniteFuture()
+  // when no task waits. A full queue is closed already: NextClose() <= now.
+  absl::Time NextClose() const;
+
+  // Tasks waiting in all queues.
+  int64_t size() const { return size_; }
+
+ private:
+  struct Queue {
+    std::deque<std::unique_ptr<BatchTask>> tasks;
+    int64_t rows = 0;
+  };
+  absl::Time CloseTime(const Queue& queue) const;
+
+  const BatchOptions options_;
+  std::map<std::string, Queue> queues_;  // Only non-empty queues.
+  int64_t size_ = 0;
+};
+
+}  // namespace layerserve
+
+#endif  // LAYERSERVE_SERVER_BATCH_QUEUES_H_

@@ -1,0 +1,187 @@
+// BatchQueues with a fake clock: time is a value the test moves, nothing sleeps.
+#include "server/batch_queues.h"
+
+#include <random>
+
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+
+namespace layerserve {
+namespace {
+
+using ::layerserve::testing::StatusIs;
+
+class FakeTask : public BatchTask {
+ public:
+  FakeTask(int id, int64_t rows) : id_(id), rows_(rows) {}
+  int64_t rows() const override { return rows_; }
+  int id() const { return id_; }
+
+ private:
+  const int id_;
+  const int64_t rows_;
+};
+
+const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
+
+absl::Status Add(BatchQueues& queues, const std::string& key, int id, int64_t rows,
+                 absl::Time now) {
+  std::unique_ptr<BatchTask> task = std::make_unique<FakeTask>(id, rows);
+  absl::Status status = queues.Schedule(key, task, now);
+  EXPECT_EQ(status.ok(), task == nullptr) << "ownership moves only on success";
+  return status;
+}
+
+std::vector<int> Ids(const Batch& batch) {
+  std::vector<int> ids;
+  for (const auto& task : batch) ids.push_back(static_cast<const FakeTask&>(*task).id());
+  return ids;
+}
+
+BatchOptions Options(int64_t rows, absl::Duration delay, int64_t size) {
+  BatchOptions options;
+  options.max_batch_rows = rows;
+  options.max_queue_delay = delay;
+  options.max_queue_size = size;
+  return options;
+}
+
+TEST(BatchQueuesTest, BatchWaitsForTheDelayThenTakesEverythingThatFits) {
+  BatchQueues queues(Options(10, absl::Microseconds(500), 100));
+  ASSERT_TRUE(Add(queues, "k", 1, 3, kStart).ok());
+  ASSERT_TRUE(Add(queues, "k", 2, 3, kStart + absl::Microseconds(100)).ok());
+  EXPECT_EQ(queues.NextClose(), kStart + absl::Microseconds(500));
+  EXPECT_FALSE(queues.TakeClosed(kStart + absl::Microseconds(499), false));
+  auto closed = queues.TakeClosed(kStart + absl::Microseconds(500), false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(closed->key, "k");
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{1, 2}));
+  EXPECT_EQ(closed->rows, 6);
+  EXPECT_EQ(closed->tasks[1]->enqueued(), kStart + absl::Microseconds(100));
+  EXPECT_EQ(queues.size(), 0);
+  EXPECT_EQ(queues.NextClose(), absl::InfiniteFuture());
+}
+
+TEST(BatchQueuesTest, FullBatchClosesAtOnceAndLeavesTheRest) {
+  BatchQueues queues(Options(10, absl::Seconds(1), 100));
+  ASSERT_TRUE(Add(queues, "k", 1, 4, kStart).ok());
+  ASSERT_TRUE(Add(queues, "k", 2, 4, kStart).ok());
+  EXPECT_FALSE(queues.TakeClosed(kStart, false));
+  ASSERT_TRUE(Add(queues, "k", 3, 4, kStart).ok());  // 12 rows >= 10: closed now.
+  EXPECT_LE(queues.NextClose(), kStart);
+  auto closed = queues.TakeClosed(kStart, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{1, 2}));  // 3 would make 12 > 10.
+  EXPECT_EQ(queues.size(), 1);
+  // The rest waits for its own delay, from its own arrival.
+  EXPECT_EQ(queues.NextClose(), kStart + absl::Seconds(1));
+}
+
+TEST(BatchQueuesTest, TaskLargerThanTheLimitRunsAlone) {
+  BatchQueues queues(Options(10, absl::ZeroDuration(), 100));
+  ASSERT_TRUE(Add(queues, "k", 1, 25, kStart).ok());
+  ASSERT_TRUE(Add(queues, "k", 2, 1, kStart).ok());
+  auto closed = queues.TakeClosed(kStart, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{1}));
+  EXPECT_EQ(closed->rows, 25);
+  closed = queues.TakeClosed(kStart, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{2}));
+}
+
+TEST(BatchQueuesTest, KeysNeverMixAndTheOldestClosedQueueGoesFirst) {
+  BatchQueues queues(Options(100, absl::Milliseconds(1), 100));
+  ASSERT_TRUE(Add(queues, "b", 1, 1, kStart).ok());
+  ASSERT_TRUE(Add(queues, "a", 2, 1, kStart + absl::Microseconds(10)).ok());
+  ASSERT_TRUE(Add(queues, "b", 3, 1, kStart + absl::Microseconds(20)).ok());
+  const absl::Time later = kStart + absl::Seconds(1);
+  auto first = queues.TakeClosed(later, false);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->key, "b");
+  EXPECT_EQ(Ids(first->tasks), (std::vector<int>{1, 3}));
+  auto second = queues.TakeClosed(later, false);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->key, "a");
+  EXPECT_FALSE(queues.TakeClosed(later, false));
+}
+
+TEST(BatchQueuesTest, FlushClosesEveryQueueRegardlessOfAge) {
+  BatchQueues queues(Options(100, absl::Hours(1), 100));
+  ASSERT_TRUE(Add(queues, "a", 1, 1, kStart).ok());
+  ASSERT_TRUE(Add(queues, "b", 2, 1, kStart).ok());
+  EXPECT_FALSE(queues.TakeClosed(kStart, false));
+  EXPECT_TRUE(queues.TakeClosed(kStart, true));
+  EXPECT_TRUE(queues.TakeClosed(kStart, true));
+  EXPECT_FALSE(queues.TakeClosed(kStart, true));
+}
+
+TEST(BatchQueuesTest, FullQueueRefusesAndKeepsTheTaskWithTheCaller) {
+  BatchQueues queues(Options(100, absl::Hours(1), 2));
+  ASSERT_TRUE(Add(queues, "a", 1, 1, kStart).ok());
+  ASSERT_TRUE(Add(queues, "b", 2, 1, kStart).ok());
+  std::unique_ptr<BatchTask> task = std::make_unique<FakeTask>(3, 1);
+  EXPECT_THAT(queues.Schedule("a", task, kStart),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       "server busy: 2 requests already queued (--max-queue-size=2); "
+                       "retry later or on another replica"));
+  ASSERT_NE(task, nullptr);
+  EXPECT_EQ(static_cast<FakeTask&>(*task).id(), 3);
+  ASSERT_TRUE(queues.TakeClosed(kStart, true));
+  ASSERT_TRUE(queues.Schedule("a", task, kStart).ok());  // Room again.
+}
+
+// Random arrivals on three keys: every task leaves exactly once, in arrival order
+// within its key, in batches that respect the row limit (or hold one task), never
+// before their batch closed.
+TEST(BatchQueuesTest, RandomArrivalsLoseNothingAndKeepOrder) {
+  std::mt19937 rng(20261130);
+  const BatchOptions options = Options(16, absl::Microseconds(300), 20);
+  BatchQueues queues(options);
+  absl::Time now = kStart;
+  std::map<std::string, std::vector<int>> sent, received;
+  std::map<int, int64_t> rows_of;
+  std::map<std::string, int64_t> pending_rows;
+  int next_id = 0, refused = 0;
+  for (int step = 0; step < 5000; ++step) {
+    now += absl::Microseconds(std::uniform_int_distribution<int>(0, 120)(rng));
+    const std::string key(1, static_cast<char>('a' + rng() % 3));
+    const int64_t rows = std::uniform_int_distribution<int64_t>(1, 20)(rng);
+    const int id = next_id++;
+    if (Add(queues, key, id, rows, now).ok()) {
+      sent[key].push_back(id);
+      rows_of[id] = rows;
+      pending_rows[key] += rows;
+    } else {
+      ++refused;
+    }
+    while (rng() % 5 == 0) {  // Workers sometimes fall behind: the queue fills.
+      auto closed = queues.TakeClosed(now, false);
+      if (!closed) break;
+      ASSERT_FALSE(closed->tasks.empty());
+      int64_t rows_sum = 0;
+      for (int got : Ids(closed->tasks)) {
+        received[closed->key].push_back(got);
+        rows_sum += rows_of[got];
+      }
+      EXPECT_EQ(rows_sum, closed->rows);
+      if (closed->tasks.size() > 1) {
+        EXPECT_LE(closed->rows, options.max_batch_rows);
+      }
+      // It left because its queue held a full batch or its oldest task had waited
+      // the delay: never early.
+      EXPECT_TRUE(pending_rows[closed->key] >= options.max_batch_rows ||
+                  closed->tasks[0]->enqueued() + options.max_queue_delay <= now);
+      pending_rows[closed->key] -= rows_sum;
+    }
+  }
+  while (auto closed = queues.TakeClosed(now, true)) {
+    for (int got : Ids(closed->tasks)) received[closed->key].push_back(got);
+  }
+  EXPECT_EQ(sent, received);
+  EXPECT_GT(refused, 0) << "the test should also exercise a full queue";
+  EXPECT_EQ(queues.size(), 0);
+}
+
+}  // namespace
+}  // namespace layerserve
