@@ -66,6 +66,11 @@ class ServerProcess:
                 return float(line.split()[1])
         raise KeyError(name)
 
+    def metric_sum(self, name: str, **labels) -> float:
+        """The sum of every sample `name` whose labels include `labels` (0 if none)."""
+        return sum(value for sample_labels, value in parse_samples(self.metrics(), name)
+                   if all(sample_labels.get(k) == v for k, v in labels.items()))
+
     def stop(self, sig=signal.SIGTERM, timeout=60) -> int:
         """Sends `sig` and returns the exit code."""
         if self.proc.poll() is None:
@@ -92,6 +97,18 @@ def server():
     yield process
     code = process.stop()
     assert code == 0, process.output()
+
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_samples(text: str, name: str):
+    """(labels dict, value) of every sample called exactly `name` in exposition text."""
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m and m.group(1) == name:
+            yield dict(_LABEL.findall(m.group(2) or "")), float(m.group(3))
 
 
 def run_cli(*args, timeout=60):
