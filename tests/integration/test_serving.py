@@ -269,3 +269,33 @@ def test_every_design_metric_is_exported_and_passes_promtool(server, stub):
     check = subprocess.run([shutil.which("promtool"), "check", "metrics"], input=text,
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_sigterm_lets_running_and_queued_calls_finish():
+    process, channel, stub = started("--compute-threads=1", "--shutdown-grace=60s")
+    try:
+        blocker = occupy_worker(stub)
+        queued = [stub.Normalize.future(normalize_request(4, 8), timeout=60)
+                  for _ in range(3)]
+        queued.append(stub.BlockForward.future(block_request(random.Random(5), 2, 4),
+                                               timeout=60))
+        time.sleep(0.1)
+        process.proc.send_signal(subprocess.signal.SIGTERM)
+        assert wait_for(lambda: "draining" in process.output())
+        with pytest.raises(grpc.RpcError) as error:
+            stub.Normalize(normalize_request(1, 8), timeout=10)
+        assert error.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert len(blocker.result().hidden_states.data) == 4 * 1024 * DEMO_HIDDEN * 4
+        want = expected_rms_norm(normalize_request(4, 8))
+        for f in queued[:3]:
+            np.testing.assert_allclose(values(f.result().output), want, rtol=1e-6)
+        assert queued[3].result().hidden_states.data
+    finally:
+        channel.close()
+    assert process.stop() == 0, process.output()
+
+
+def expected_rms_norm(request: pb.NormalizeRequest) -> np.ndarray:
+    """RMSNorm (default epsilon, no weight) of the request's input, flat."""
+    x = values(request.input).reshape(list(request.input.shape))
+    return (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-6)).ravel()
