@@ -299,3 +299,24 @@ def expected_rms_norm(request: pb.NormalizeRequest) -> np.ndarray:
     """RMSNorm (default epsilon, no weight) of the request's input, flat."""
     x = values(request.input).reshape(list(request.input.shape))
     return (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-6)).ravel()
+
+
+def test_max_connection_age_recycles_connections_without_failing_calls():
+    process, channel, stub = started("--max-connection-age=300ms",
+                                     "--max-connection-age-grace=5s")
+    states = []
+    channel.subscribe(states.append, try_to_connect=True)
+    try:
+        end = time.monotonic() + 2.0
+        calls = 0
+        while time.monotonic() < end:
+            assert len(stub.Normalize(normalize_request(2, 8), timeout=10).output.data) == 64
+            calls += 1
+            time.sleep(0.01)
+        ready = [i for i, s in enumerate(states) if s == grpc.ChannelConnectivity.READY]
+        # The server sent GOAWAY after 300 ms: the channel left READY and came back.
+        assert len(ready) >= 2, states
+        assert calls > 20
+    finally:
+        channel.unsubscribe(states.append)
+        stop(process, channel)
