@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""End-to-end serving benchmarks of docs/BENCHMARKS.md, driven by layerserve-bench:
+
+  overhead  layerserve's Normalize against layerserve-echo (a bare gRPC server on
+            the same proto that returns the input bytes, no kernel) at payloads of
+            1 KiB to 16 MiB: p50 latency at concurrency 1, throughput at
+            concurrency 16, and the server's own view from its /metrics (mean time
+            per request in the handler-to-finish span, in the queue, in the kernel).
+  batching  BlockForward through the demo model's 4 layers, T tokens per request,
+            at concurrency 1, 8 and 64, with the default batcher and with
+            --max-batch-rows=1 (every request alone).
+
+Usage: /usr/bin/python3 bench/serving_bench.py BUILD_DIR [overhead|batching]...
+Prints Markdown tables. Everything runs on 127.0.0.1 with OS-picked ports.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+
+BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
+SERVER = os.path.join(BUILD, "server", "layerserve")
+ECHO = os.path.join(BUILD, "bench", "layerserve-echo")
+LOADGEN = os.path.join(BUILD, "client", "layerserve-bench")
+
+
+class Process:
+    """A server started on port 0; its port is read from its first lines."""
+
+    def __init__(self, args):
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+        self.target = self.metrics_url = None
+        while self.target is None or (self.metrics_url is None and "echo" not in args[0]):
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"{args[0]} did not start")
+            if m := re.search(r"gRPC listening on (\S+)", line):
+                self.target = m.group(1)
+            if m := re.search(r"metrics on (\S+)", line):
+                self.metrics_url = m.group(1)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+
+
+def samples(url):
+    """{(name, method label): value} of the sum/count samples on /metrics."""
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    out = {}
+    for m in re.finditer(r'^(layerserve_\w+_(?:sum|count))\{method="(\w+)"\} (\S+)$', text,
+                         re.M):
+        out[(m.group(1), m.group(2))] = float(m.group(3))
+    return out
+
+
+def load(target, *args):
+    command = [LOADGEN, f"--target={target}", "--json", *args]
+    return json.loads(subprocess.run(command, check=True, capture_output=True,
+                                     text=True).stdout)["levels"]
+
+
+def server_means(before, after, method):
+    """Mean seconds per request of the server's request, queue and compute spans."""
+    def mean(name):
+        count = after[(f"{name}_count", method)] - before.get((f"{name}_count", method), 0)
+        total = after[(f"{name}_sum", method)] - before.get((f"{name}_sum", method), 0)
+        return total / count
+    return {span: mean(f"layerserve_{span}_duration_seconds")
+            for span in ("request", "queue", "compute")}
+
+
+def overhead():
+    sizes = [("1 KiB", "1,256"), ("64 KiB", "16,1024"), ("1 MiB", "256,1024"),
+             ("16 MiB", "4096,1024")]
+    echo = Process([ECHO, "--port=0"])
+    server = Process([SERVER, "--host=127.0.0.1", "--port=0", "--metrics-port=0"])
+    print("| payload | echo p50 (c=1) | Normalize p50 (c=1) | ratio | echo req/s (c=16) "
+          "| Normalize req/s (c=16) | ratio | server: request / queue / kernel µs "
+          "| server outside kernel µs |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    try:
+        for name, shape in sizes:
+            big = shape.startswith("4096")
+            duration = ["--duration=6s"] if big else ["--duration=4s"]
+            common = ["--method=normalize", f"--shape={shape}", *duration]
+            e1 = load(echo.target, *common, "--concurrency=1")[0]
+            before = samples(server.metrics_url)
+            n1 = load(server.target, *common, "--concurrency=1")[0]
+            spans = server_means(before, samples(server.metrics_url), "Normalize")
+            e16 = load(echo.target, *common, "--concurrency=16")[0]
+            n16 = load(server.target, *common, "--concurrency=16")[0]
+            us = {k: v * 1e6 for k, v in spans.items()}
+            print(f"| {name} | {e1['latency_ms']['p50']:.3f} ms "
+                  f"| {n1['latency_ms']['p50']:.3f} ms "
+                  f"| {n1['latency_ms']['p50'] / e1['latency_ms']['p50']:.2f} "
+                  f"| {e16['throughput_rps']:.0f} | {n16['throughput_rps']:.0f} "
+                  f"| {e16['throughput_rps'] / n16['throughput_rps']:.2f} "
+                  f"| {us['request']:.0f} / {us['queue']:.0f} / {us['compute']:.0f} "
+                  f"| {us['request'] - us['compute']:.0f} |", flush=True)
+    finally:
+        echo.stop()
+        server.stop()
+
+
+def batching():
+    servers = {"batched": Process([SERVER, "--host=127.0.0.1", "--port=0",
+                                   "--metrics-port=0"]),
+               "alone": Process([SERVER, "--host=127.0.0.1", "--port=0",
+                                 "--metrics-port=0", "--max-batch-rows=1"])}
+    print("| T | concurrency | batched req/s | mean batch | p50 / p99 ms "
+          "| alone req/s | p50 / p99 ms | gain |")
+    print("|---|---|---|---|---|---|---|---|")
+    try:
+        for tokens in (1, 8):
+            for concurrency in (1, 8, 64):
+                row = {}
+                for name, process in servers.items():
+                    row[name] = load(process.target, "--method=block-forward",
+                                     "--layers=4", f"--tokens={tokens}",
+                                     f"--concurrency={concurrency}", "--duration=5s",
+                                     f"--metrics-url={process.metrics_url}")[0]
+                b, a = row["batched"], row["alone"]
+                batch = b["server"]["mean_batch_size"] if b.get("server") else float("nan")
+                print(f"| {tokens} | {concurrency} | {b['throughput_rps']:.0f} "
+                      f"| {batch:.1f} "
+                      f"| {b['latency_ms']['p50']:.2f} / {b['latency_ms']['p99']:.2f} "
+                      f"| {a['throughput_rps']:.0f} "
+                      f"| {a['latency_ms']['p50']:.2f} / {a['latency_ms']['p99']:.2f} "
+                      f"| {b['throughput_rps'] / a['throughput_rps']:.2f}x |", flush=True)
+    finally:
+        for process in servers.values():
+            process.stop()
+
+
+if __name__ == "__main__":
+    for part in sys.argv[2:] or ["overhead", "batching"]:
+        {"overhead": overhead, "batching": batching}[part]()
