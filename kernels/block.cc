@@ -64,11 +64,13 @@ void AttentionPart(const BlockConfig& c, const BlockWeights& w, const BlockBatch
   for (size_t b = 0; b < batch.starts.size(); ++b) {
     const int64_t start = batch.starts[b], tokens = batch.tokens[b];
     const int64_t length = batch.lengths[b];
+    KvCache* cache = batch.caches.empty() ? nullptr : batch.caches[b];
+    const int64_t past = cache == nullptr ? 0 : cache->length();
     k.limits.resize(tokens);
     for (int64_t t = 0; t < tokens; ++t) {
       // Padded queries attend to nothing (zeros); real ones to the real keys before
-      // them (causal) or all real keys.
-      k.limits[t] = t >= length ? 0 : (batch.causal ? t + 1 : length);
+      // them (causal) or all real keys, cached ones first.
+      k.limits[t] = t >= length ? 0 : (batch.causal ? past + t + 1 : past + length);
     }
     AttentionArgs a;
     a.q_heads = c.num_heads;
@@ -81,6 +83,16 @@ void AttentionPart(const BlockConfig& c, const BlockWeights& w, const BlockBatch
     a.k = key + start * qkv_width;
     a.v = key + kv_width + start * qkv_width;
     a.kv_stride = qkv_width;
+    if (cache != nullptr) {
+      k.cached_k.resize((past + length) * kv_width);
+      k.cached_v.resize((past + length) * kv_width);
+      cache->AppendAndRead(batch.cache_layer, a.k, a.v, qkv_width, length,
+                           k.cached_k.data(), k.cached_v.data());
+      a.keys = past + length;
+      a.k = k.cached_k.data();
+      a.v = k.cached_v.data();
+      a.kv_stride = kv_width;
+    }
     a.out = k.attn.data() + start * q_width;
     a.out_stride = q_width;
     a.scale = c.attention_scale;

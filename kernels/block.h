@@ -15,6 +15,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/attention.h"
+#include "kernels/kv_cache.h"
 #include "kernels/linear.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
@@ -65,6 +66,13 @@ struct BlockBatch {
   // computed once per call and shared by its blocks. Null without RoPE.
   const float* cos = nullptr;
   const float* sin = nullptr;
+  // Optional, one per sequence (null: none): the sequence's keys and values of
+  // earlier calls. Its real tokens' keys and values are appended at cache_layer,
+  // and attention covers the cached tokens before them (queries at cache positions
+  // length()...). Such a sequence must have no padding (lengths[b] == tokens[b]).
+  // The caller Commit()s after the last block.
+  std::vector<KvCache*> caches;
+  int64_t cache_layer = 0;
 };
 
 // One worker's contexts and buffers.
@@ -74,6 +82,7 @@ struct BlockKernels {
   AttentionContext attention;
   ActivationContext activation;
   std::vector<float> normed, qkv, attn, projected, mlp_in, mlp_hidden;
+  std::vector<float> cached_k, cached_v;  // A cached sequence's keys and values.
   std::vector<int64_t> limits;
 };
 

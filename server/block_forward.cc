@@ -10,41 +10,97 @@
 
 namespace layerserve {
 
-absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
-    const v1::BlockForwardRequest& request, const ModelRepository& models) {
-  if (!request.session_id().empty()) {
-    return absl::UnimplementedError(
-        "session_id: KV-cache sessions are not served by this version yet; send the "
-        "whole sequence without a session");
-  }
-  BlockForwardJob job;
-  ASSIGN_OR_RETURN(job.model, models.Find(request.model()));
-  const ModelConfig& config = job.model->config;
-  const int64_t layers = config.num_layers;
-  if (request.layer_start() < 0) {
+absl::StatusOr<LayerRange> ResolveLayerRange(const ModelRepository& models,
+                                             absl::string_view model,
+                                             int64_t layer_start, int64_t num_layers) {
+  LayerRange range;
+  ASSIGN_OR_RETURN(range.model, models.Find(model));
+  const int64_t layers = range.model->config.num_layers;
+  if (layer_start < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("layer_start: ", request.layer_start(), " must be >= 0"));
+        absl::StrCat("layer_start: ", layer_start, " must be >= 0"));
   }
-  if (request.num_layers() < 0) {
+  if (num_layers < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("num_layers: ", request.num_layers(), " must be >= 0"));
+        absl::StrCat("num_layers: ", num_layers, " must be >= 0"));
   }
-  job.layer_start = request.layer_start();
-  job.num_layers = request.num_layers() == 0 ? 1 : request.num_layers();
-  if (job.layer_start >= layers) {
-    return absl::OutOfRangeError(absl::StrCat("layer_start: ", job.layer_start,
+  range.start = layer_start;
+  range.count = num_layers == 0 ? 1 : num_layers;
+  if (range.start >= layers) {
+    return absl::OutOfRangeError(absl::StrCat("layer_start: ", range.start,
                                               " is past the last layer of model \"",
-                                              job.model->name, "\" (", layers, " layers)"));
+                                              range.model->name, "\" (", layers,
+                                              " layers)"));
   }
-  if (job.layer_start + job.num_layers > layers) {
+  if (range.start + range.count > layers) {
     return absl::OutOfRangeError(absl::StrCat(
-        "num_layers: layers ", job.layer_start, "..", job.layer_start + job.num_layers - 1,
-        " run past the last layer of model \"", job.model->name, "\" (", layers,
+        "num_layers: layers ", range.start, "..", range.start + range.count - 1,
+        " run past the last layer of model \"", range.model->name, "\" (", layers,
         " layers)"));
   }
+  return range;
+}
+
+namespace {
+
+// Leases the request's session and takes the model and layers from it: the
+// request may repeat them (or leave them empty/0) but not contradict them.
+absl::Status LeaseSession(const v1::BlockForwardRequest& request, SessionStore* sessions,
+                          BlockForwardJob& job) {
+  if (sessions == nullptr) {
+    return absl::FailedPreconditionError(
+        "session_id: this server does not keep sessions");
+  }
+  ASSIGN_OR_RETURN(const TensorInfo info,
+                   ValidateTensor(request.hidden_states(), "hidden_states", {2, 3}));
+  if (info.shape.size() == 3 && info.shape[0] != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hidden_states.shape: ", ShapeToString(info.shape),
+        " holds ", info.shape[0], " sequences; a session call takes one ([T, D] or "
+        "[1, T, D])"));
+  }
+  const int64_t tokens = info.shape[info.shape.size() - 2];
+  ASSIGN_OR_RETURN(job.session, sessions->Acquire(request.session_id(), tokens));
+  const Session& session = *job.session.get();
+  if (!request.model().empty() && request.model() != session.model->name) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: \"", request.model(), "\" differs from session \"", session.id,
+        "\"'s model \"", session.model->name, "\""));
+  }
+  if ((request.layer_start() != 0 && request.layer_start() != session.layer_start) ||
+      (request.num_layers() != 0 && request.num_layers() != session.num_layers)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layer_start, num_layers: ", request.layer_start(), ", ", request.num_layers(),
+        " differ from session \"", session.id, "\"'s layers ", session.layer_start,
+        "..", session.layer_start + session.num_layers - 1,
+        " (leave them 0 or repeat them)"));
+  }
+  job.model = session.model;
+  job.layer_start = session.layer_start;
+  job.num_layers = session.num_layers;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
+    const v1::BlockForwardRequest& request, const ModelRepository& models,
+    SessionStore* sessions) {
+  BlockForwardJob job;
   if (!request.has_hidden_states()) {
     return absl::InvalidArgumentError("hidden_states: required");
   }
+  if (request.session_id().empty()) {
+    ASSIGN_OR_RETURN(const LayerRange range,
+                     ResolveLayerRange(models, request.model(), request.layer_start(),
+                                       request.num_layers()));
+    job.model = range.model;
+    job.layer_start = range.start;
+    job.num_layers = range.count;
+  } else {
+    RETURN_IF_ERROR(LeaseSession(request, sessions, job));
+  }
+  const ModelConfig& config = job.model->config;
   ASSIGN_OR_RETURN(job.hidden, DecodeTensor(request.hidden_states(), "hidden_states", {2, 3}));
   const std::vector<int64_t>& shape = job.hidden.info.shape;
   if (shape.back() != config.hidden_size) {
@@ -71,10 +127,17 @@ absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
       }
       job.lengths.push_back(length);
     }
+    if (job.session && job.lengths[0] != job.tokens) {
+      return absl::InvalidArgumentError(
+          "sequence_lengths: a session call has no padding (leave it empty)");
+    }
   }
+  // A session continues from its cached length unless positions are given.
+  const int64_t offset = job.session && request.position_offset() == 0
+                             ? job.session.get()->cache.length()
+                             : request.position_offset();
   ASSIGN_OR_RETURN(job.positions,
-                   ResolvePositions(request.position_offset(), request.positions(),
-                                    job.batch, job.tokens, ""));
+                   ResolvePositions(offset, request.positions(), job.batch, job.tokens, ""));
   const int64_t max_position = *std::max_element(job.positions.begin(), job.positions.end());
   if (config.has_rope && max_position >= kMaxPosition) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -111,7 +174,9 @@ std::vector<OutputHealth> RunBlockForwardBatch(
   for (size_t j = 0; j < jobs.size(); ++j) {
     job_row[j] = batch.rows;
     job_sequence[j] = static_cast<int64_t>(batch.starts.size());
+    Session* session = jobs[j]->session.get();
     for (int64_t b = 0; b < jobs[j]->batch; ++b) {
+      batch.caches.push_back(session == nullptr ? nullptr : &session->cache);
       batch.starts.push_back(batch.rows + b * jobs[j]->tokens);
       batch.tokens.push_back(jobs[j]->tokens);
       batch.lengths.push_back(jobs[j]->lengths[b]);
@@ -151,6 +216,7 @@ std::vector<OutputHealth> RunBlockForwardBatch(
   for (int64_t layer = first.layer_start; layer < first.layer_start + first.num_layers;
        ++layer) {
     std::fill(entropy.begin(), entropy.end(), 0.0);
+    batch.cache_layer = layer - first.layer_start;
     kernels::BlockForward(config, model.blocks[layer], batch, kernels, x.data(),
                           entropy.data());
     for (size_t j = 0; j < jobs.size(); ++j) {
@@ -176,6 +242,10 @@ std::vector<OutputHealth> RunBlockForwardBatch(
   std::vector<OutputHealth> health(jobs.size());
   for (size_t j = 0; j < jobs.size(); ++j) {
     const BlockForwardJob& job = *jobs[j];
+    if (Session* session = job.session.get()) {
+      session->cache.Commit(job.tokens);
+      responses[j]->set_session_length(session->cache.length());
+    }
     float* out = x.data() + job_row[j] * d;
     // Padded rows come back as zeros, as the proto promises.
     for (int64_t b = 0; b < job.batch; ++b) {

@@ -11,6 +11,7 @@
 #include "kernels/block.h"
 #include "layerserve/v1/layerserve.pb.h"
 #include "server/model_repository.h"
+#include "server/session_store.h"
 #include "server/tensor_codec.h"
 
 namespace layerserve {
@@ -26,17 +27,36 @@ struct BlockForwardJob {
   bool causal = true;
   bool want_attention_stats = false;
   kernels::ElementType output_type = kernels::ElementType::kFloat32;
+  // A session call (B = 1): the lease on its session, held until the call is
+  // answered. Empty without a session.
+  SessionLease session;
 };
+
+// A model and a valid range of its blocks.
+struct LayerRange {
+  const Model* model = nullptr;
+  int64_t start = 0;
+  int64_t count = 1;
+};
+
+// NOT_FOUND unknown model, FAILED_PRECONDITION model that failed to load,
+// INVALID_ARGUMENT negative numbers, OUT_OF_RANGE layers past the model.
+// num_layers 0 means 1.
+absl::StatusOr<LayerRange> ResolveLayerRange(const ModelRepository& models,
+                                             absl::string_view model,
+                                             int64_t layer_start, int64_t num_layers);
 
 // Positions are rounded to float32 before the RoPE angle (as Hugging Face does), so
 // past 2^24 two positions would rotate alike: those are rejected.
 inline constexpr int64_t kMaxPosition = int64_t{1} << 24;
 
 // NOT_FOUND unknown model, FAILED_PRECONDITION model that failed to load,
-// OUT_OF_RANGE layers past the model, INVALID_ARGUMENT anything else malformed,
-// UNIMPLEMENTED a session_id (sessions are not served yet).
+// OUT_OF_RANGE layers past the model, INVALID_ARGUMENT anything else malformed.
+// With a session_id: the errors of SessionStore::Acquire, and FAILED_PRECONDITION
+// when `sessions` is null.
 absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
-    const v1::BlockForwardRequest& request, const ModelRepository& models);
+    const v1::BlockForwardRequest& request, const ModelRepository& models,
+    SessionStore* sessions = nullptr);
 
 // Runs the blocks for `jobs` in one pass and fills responses[i] for jobs[i]. The
 // jobs must share model, layer range and `causal` (the batcher keys on them). The

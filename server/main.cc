@@ -9,6 +9,7 @@
 // kernel would ignore a default-disposition SIGTERM.
 #include <malloc.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -71,6 +72,14 @@ ABSL_FLAG(absl::Duration, keepalive_time, absl::Hours(2),
           "Ping an idle client connection this often to detect dead peers.");
 ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(20),
           "Close a connection whose keepalive ping is not answered within this.");
+ABSL_FLAG(std::string, kv_cache_dtype, "float32",
+          "How sessions hold cached keys and values: float32 or bfloat16 (half the "
+          "memory; values rounded to bfloat16).");
+ABSL_FLAG(int64_t, max_kv_cache_bytes, int64_t{2} << 30,
+          "Bytes all sessions' KV caches may hold; past it idle sessions are evicted, "
+          "least recently used first.");
+ABSL_FLAG(absl::Duration, session_ttl, absl::Minutes(5),
+          "A session without a call for this long expires (its cache is freed).");
 ABSL_FLAG(absl::Duration, keepalive_min_client_interval, absl::Seconds(10),
           "Shortest keepalive ping interval accepted from clients (shorter: GOAWAY).");
 
@@ -110,6 +119,14 @@ int Milliseconds(absl::Duration d) {
 void TuneAllocator() {
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+// Names this process in session ids (a pod name under Kubernetes), so a session
+// call routed to another replica is told so.
+std::string ReplicaName() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "layerserve");
+  return absl::StrCat(host, "-", getpid());
 }
 
 int Run() {
@@ -191,6 +208,17 @@ int Run() {
                  "--max-request-elements must be >= 1, --max-queue-delay-us >= 0\n");
     return 2;
   }
+  const std::string kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype);
+  if (kv_cache_dtype != "float32" && kv_cache_dtype != "bfloat16") {
+    std::fprintf(stderr, "layerserve: --kv-cache-dtype must be float32 or bfloat16, not %s\n",
+                 kv_cache_dtype.c_str());
+    return 2;
+  }
+  options.sessions.cache_type = kv_cache_dtype == "float32" ? kernels::KvCacheType::kFloat32
+                                                            : kernels::KvCacheType::kBfloat16;
+  options.sessions.max_bytes = absl::GetFlag(FLAGS_max_kv_cache_bytes);
+  options.sessions.ttl = absl::GetFlag(FLAGS_session_ttl);
+  options.sessions.replica = ReplicaName();
   LayerServiceImpl service(options, &metrics, models.get());
 
   HealthService health({v1::LayerService::service_full_name()});

@@ -149,6 +149,39 @@ Metrics::Metrics()
                                     "constant (LayerNorm) or all zero (RMSNorm).")
                               .Register(*registry_)
                               .Add({})),
+      active_sessions_(prometheus::BuildGauge()
+                           .Name("layerserve_active_sessions")
+                           .Help("KV-cache sessions open on this replica.")
+                           .Register(*registry_)
+                           .Add({})),
+      kv_cache_bytes_(prometheus::BuildGauge()
+                          .Name("layerserve_kv_cache_bytes")
+                          .Help("Bytes of KV cache held by sessions (and reserved by "
+                                "running calls).")
+                          .Register(*registry_)
+                          .Add({})),
+      session_expiries_(prometheus::BuildCounter()
+                            .Name("layerserve_session_expiries_total")
+                            .Help("Sessions dropped after --session-ttl without a call.")
+                            .Register(*registry_)
+                            .Add({})),
+      session_evictions_(prometheus::BuildCounter()
+                             .Name("layerserve_session_evictions_total")
+                             .Help("Idle sessions evicted (least recently used first) "
+                                   "to stay within --max-kv-cache-bytes.")
+                             .Register(*registry_)
+                             .Add({})),
+      session_tokens_(prometheus::BuildCounter()
+                          .Name("layerserve_session_tokens_total")
+                          .Help("Tokens added to sessions: phase=prefill (calls of "
+                                "several tokens) or decode (one token).")
+                          .Register(*registry_)),
+      decode_step_duration_(prometheus::BuildHistogram()
+                                .Name("layerserve_decode_step_duration_seconds")
+                                .Help("Handler-to-finish time of one-token session "
+                                      "calls.")
+                                .Register(*registry_)
+                                .Add({}, LatencyBuckets())),
       inflight_(prometheus::BuildGauge()
                     .Name("layerserve_inflight_requests")
                     .Help("RPCs accepted and not yet finished.")
@@ -167,10 +200,12 @@ Metrics::Metrics()
             {"onednn_version", OnednnVersion()},
             {"isa", OnednnIsa()}})
       .Set(1);
-  // Every saturation series exists from the start, so rate() sees its first rise.
+  // Every saturation and token series exists from the start, so rate() sees its
+  // first rise.
   for (auto type : {kernels::ElementType::kBfloat16, kernels::ElementType::kFloat16}) {
     saturated_.Add({{"dtype", DtypeLabel(type)}});
   }
+  for (const char* phase : {"prefill", "decode"}) session_tokens_.Add({{"phase", phase}});
 }
 
 void Metrics::RequestStarted(absl::string_view method, int64_t request_bytes) {
@@ -246,6 +281,24 @@ void Metrics::Saturated(kernels::ElementType dtype, int64_t count) {
 
 void Metrics::ZeroVarianceRows(int64_t count) {
   if (count > 0) zero_variance_rows_.Increment(static_cast<double>(count));
+}
+
+void Metrics::Sessions(int64_t active, int64_t cache_bytes) {
+  active_sessions_.Set(static_cast<double>(active));
+  kv_cache_bytes_.Set(static_cast<double>(cache_bytes));
+}
+
+void Metrics::SessionExpired() { session_expiries_.Increment(); }
+
+void Metrics::SessionEvicted() { session_evictions_.Increment(); }
+
+void Metrics::SessionTokens(int64_t tokens) {
+  session_tokens_.Add({{"phase", tokens == 1 ? "decode" : "prefill"}})
+      .Increment(static_cast<double>(tokens));
+}
+
+void Metrics::DecodeStep(absl::Duration took) {
+  decode_step_duration_.Observe(absl::ToDoubleSeconds(took));
 }
 
 void Metrics::AttentionEntropy(absl::string_view model, double nats) {

@@ -48,6 +48,14 @@ class Metrics {
   void ZeroVarianceRows(int64_t count);
   void AttentionEntropy(absl::string_view model, double nats);
 
+  // KV-cache sessions.
+  void Sessions(int64_t active, int64_t cache_bytes);
+  void SessionExpired();
+  void SessionEvicted();
+  // Tokens a session call added: prefill (a call of several tokens) or decode (one).
+  void SessionTokens(int64_t tokens);
+  void DecodeStep(absl::Duration took);
+
  private:
   void NonFinite(absl::string_view method, const char* where,
                  const kernels::ValueStats& stats);
@@ -67,6 +75,12 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& saturated_;
   prometheus::Family<prometheus::Histogram>& attention_entropy_;
   prometheus::Counter& zero_variance_rows_;
+  prometheus::Gauge& active_sessions_;
+  prometheus::Gauge& kv_cache_bytes_;
+  prometheus::Counter& session_expiries_;
+  prometheus::Counter& session_evictions_;
+  prometheus::Family<prometheus::Counter>& session_tokens_;
+  prometheus::Histogram& decode_step_duration_;
   prometheus::Gauge& inflight_;
   prometheus::Gauge& queue_depth_;
 };

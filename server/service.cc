@@ -34,6 +34,7 @@ class Call {
 
   grpc::ServerUnaryReactor* reactor() const { return reactor_; }
   const char* method() const { return method_; }
+  absl::Duration elapsed() const { return absl::Now() - start_; }
 
   // The status to answer instead of computing, if the client is gone or its
   // deadline passed while the request waited; OK to go on.
@@ -144,6 +145,12 @@ kernels::ElementType OutputType(const PositionalEncodeJob& job) {
   return std::visit([](const auto& j) { return j.output_type; }, job);
 }
 
+// Ends what a job holds beyond its answer (a session lease) before the call is
+// answered, so the client's next call on the session finds it free.
+template <typename Job>
+void EndJob(Job&, bool /*computed*/) {}
+void EndJob(BlockForwardJob& job, bool computed) { job.session.Release(computed); }
+
 OutputHealth RunOne(WorkerContext& worker, NormalizeJob& job,
                     v1::NormalizeResponse* response) {
   return RunNormalize(worker.norm, job, response);
@@ -185,6 +192,7 @@ class JobTask final : public ServedTask {
       if (wanted.ok()) {
         live.push_back(t);
       } else {
+        EndJob(t->job_, /*computed=*/false);
         t->call_.Finish(wanted);
       }
     }
@@ -223,7 +231,12 @@ class JobTask final : public ServedTask {
     metrics.ZeroVarianceRows(health.zero_variance_rows);
     if constexpr (std::is_same_v<Job, BlockForwardJob>) {
       metrics.AttentionEntropy(job_.model->name, health.attention_entropy_nats);
+      if (job_.session) {
+        metrics.SessionTokens(job_.tokens);
+        if (job_.tokens == 1) metrics.DecodeStep(call_.elapsed());
+      }
     }
+    EndJob(job_, /*computed=*/true);
     call_.Finish(grpc::Status::OK);
   }
 
@@ -240,6 +253,7 @@ LayerServiceImpl::LayerServiceImpl(const ServiceOptions& options, Metrics* metri
     : options_(options),
       metrics_(metrics),
       models_(models),
+      sessions_(options.sessions, metrics),
       batcher_(
           options.batch, options.compute_threads,
           [metrics](WorkerContext& worker, Batch& batch) {
@@ -265,6 +279,7 @@ grpc::ServerUnaryReactor* LayerServiceImpl::Dispatch(
   }
   const int64_t elements = RequestElements(*job);
   if (elements > options_.max_request_elements) {
+    EndJob(*job, /*computed=*/false);
     call.Finish(grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
         absl::StrCat("request too large: ", elements, " values, over the server's limit "
@@ -278,6 +293,7 @@ grpc::ServerUnaryReactor* LayerServiceImpl::Dispatch(
   const absl::Status queued = batcher_.Schedule(key, task);
   if (!queued.ok()) {
     // Still ours: the batcher took nothing.
+    task.reset();
     call.Finish(queued.code() == absl::StatusCode::kUnavailable ? kDraining
                                                                 : ToGrpcStatus(queued));
   }
@@ -311,16 +327,7 @@ grpc::ServerUnaryReactor* LayerServiceImpl::BlockForward(
     v1::BlockForwardResponse* response) {
   return Dispatch<BlockForwardJob>(
       context, "BlockForward", *request, response,
-      [&] { return ParseBlockForwardRequest(*request, *models_); });
-}
-
-grpc::ServerUnaryReactor* LayerServiceImpl::Unimplemented(
-    grpc::CallbackServerContext* context, const char* method) {
-  Call call(context, method, metrics_, &calls_, nullptr, nullptr);
-  call.Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                           absl::StrCat(method, " is not served by this version of "
-                                                "layerserve yet")));
-  return call.reactor();
+      [&] { return ParseBlockForwardRequest(*request, *models_, &sessions_); });
 }
 
 grpc::ServerUnaryReactor* LayerServiceImpl::ListModels(
@@ -365,15 +372,35 @@ grpc::ServerUnaryReactor* LayerServiceImpl::GetModel(grpc::CallbackServerContext
 }
 
 grpc::ServerUnaryReactor* LayerServiceImpl::OpenSession(
-    grpc::CallbackServerContext* context, const v1::OpenSessionRequest*,
-    v1::OpenSessionResponse*) {
-  return Unimplemented(context, "OpenSession");
+    grpc::CallbackServerContext* context, const v1::OpenSessionRequest* request,
+    v1::OpenSessionResponse* response) {
+  // Answered on the handler thread: no compute, a short critical section.
+  Call call(context, "OpenSession", metrics_, &calls_, request, response);
+  if (draining_.load()) {
+    call.Finish(kDraining);
+    return call.reactor();
+  }
+  absl::StatusOr<LayerRange> range = ResolveLayerRange(
+      *models_, request->model(), request->layer_start(), request->num_layers());
+  absl::StatusOr<std::string> id =
+      range.ok() ? sessions_.Open(range->model, range->start, range->count,
+                                  request->max_length())
+                 : range.status();
+  if (id.ok()) {
+    response->set_session_id(*id);
+    response->set_ttl_ms(absl::ToInt64Milliseconds(sessions_.ttl()));
+  }
+  call.Finish(ToGrpcStatus(id.status()));
+  return call.reactor();
 }
 
 grpc::ServerUnaryReactor* LayerServiceImpl::CloseSession(
-    grpc::CallbackServerContext* context, const v1::CloseSessionRequest*,
-    v1::CloseSessionResponse*) {
-  return Unimplemented(context, "CloseSession");
+    grpc::CallbackServerContext* context, const v1::CloseSessionRequest* request,
+    v1::CloseSessionResponse* response) {
+  Call call(context, "CloseSession", metrics_, &calls_, request, response);
+  // Served while draining too: closing frees memory and starts nothing.
+  call.Finish(ToGrpcStatus(sessions_.Close(request->session_id())));
+  return call.reactor();
 }
 
 }  // namespace layerserve

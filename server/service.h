@@ -13,6 +13,7 @@
 #include "server/call_tracker.h"
 #include "server/metrics.h"
 #include "server/model_repository.h"
+#include "server/session_store.h"
 #include "server/worker_context.h"
 
 namespace layerserve {
@@ -23,6 +24,7 @@ struct ServiceOptions {
   // Largest tensor a request may carry or ask for, in values
   // (--max-request-elements); larger requests get RESOURCE_EXHAUSTED.
   int64_t max_request_elements = int64_t{1} << 26;
+  SessionOptions sessions;
 };
 
 class LayerServiceImpl final : public v1::LayerService::CallbackService {
@@ -76,15 +78,12 @@ class LayerServiceImpl final : public v1::LayerService::CallbackService {
                                      const google::protobuf::Message& request,
                                      Response* response, Parse parse);
 
-  // Answers UNIMPLEMENTED for an RPC whose issue has not landed yet.
-  grpc::ServerUnaryReactor* Unimplemented(grpc::CallbackServerContext* context,
-                                          const char* method);
-
   const ServiceOptions options_;
   Metrics* const metrics_;
   const ModelRepository* const models_;
   std::atomic<bool> draining_{false};
   CallTracker calls_;
+  SessionStore sessions_;
   Batcher<WorkerContext> batcher_;
 };
 

@@ -313,12 +313,13 @@ def test_bad_positions_are_invalid_argument(stubs):
     assert error.details().startswith("positions:"), error.details()
 
 
-def test_sessions_are_not_served_yet(stubs):
-    request = request_for(CASES[0], "float32")
+def test_unknown_session_is_not_found(stubs):
+    case = next(c for c in CASES if len(c["shape"]) == 2)  # One sequence.
+    request = request_for(case, "float32")
     request.session_id = "abc"
     error = call_error(stubs["float32"], request)
-    assert error.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert error.details().startswith("session_id:")
+    assert error.code() == grpc.StatusCode.NOT_FOUND
+    assert error.details().startswith('session_id: session "abc" was not opened on this')
 
 
 # ---------------------------------------------------------------------------------

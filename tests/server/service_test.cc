@@ -135,16 +135,19 @@ TEST_F(ServiceTest, InvalidRequestGetsInvalidArgumentNamingTheField) {
   EXPECT_EQ(status.error_message(), "input.data: shape [3,5] FLOAT32 needs 60 bytes, got 56");
 }
 
-TEST_F(ServiceTest, SessionsAnswerUnimplemented) {
-  grpc::ClientContext c1, c2;
+TEST_F(ServiceTest, SessionsOpenAndCloseOnce) {
+  grpc::ClientContext c1, c2, c3;
   v1::OpenSessionResponse open;
   v1::CloseSessionResponse close;
-  const grpc::Status opened = stub_->OpenSession(&c1, {}, &open);
-  const grpc::Status closed = stub_->CloseSession(&c2, {}, &close);
-  EXPECT_EQ(opened.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_THAT(opened.error_message(), HasSubstr("OpenSession"));
-  EXPECT_EQ(closed.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_THAT(closed.error_message(), HasSubstr("CloseSession"));
+  ASSERT_TRUE(stub_->OpenSession(&c1, {}, &open).ok());
+  EXPECT_FALSE(open.session_id().empty());
+  EXPECT_EQ(open.ttl_ms(), 300000);
+  v1::CloseSessionRequest request;
+  request.set_session_id(open.session_id());
+  EXPECT_TRUE(stub_->CloseSession(&c2, request, &close).ok());
+  const grpc::Status again = stub_->CloseSession(&c3, request, &close);
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(again.error_message(), HasSubstr("already closed"));
 }
 
 TEST_F(ServiceTest, ListsAndDescribesTheDemoModel) {
@@ -252,7 +255,8 @@ TEST_F(ServiceTest, BlockForwardErrorsNameTheField) {
        "sequence_lengths[0]: 3 must be in [1, T = 2]"},
       {[](auto& r) { r.set_position_offset(int64_t{1} << 24); }, grpc::StatusCode::INVALID_ARGUMENT,
        "position_offset: position 16777217 is past 16777216"},
-      {[](auto& r) { r.set_session_id("s"); }, grpc::StatusCode::UNIMPLEMENTED, "session_id:"},
+      {[](auto& r) { r.set_session_id("s"); }, grpc::StatusCode::NOT_FOUND,
+       "session_id: session \"s\" was not opened on this replica"},
   };
   for (const Case& c : cases) {
     v1::BlockForwardRequest request = good;

@@ -1,0 +1,268 @@
+"""KV-cache sessions through the real server: prefill then single-token steps equal
+one forward pass over the whole sequence (every architecture of the golden
+repository), decode steps of many sessions batched together are bit-identical to
+each alone, and every session error: unknown, closed, expired, evicted, another
+replica's, over max_length, malformed, and two calls at once."""
+import json
+import os
+import threading
+import time
+
+import grpc
+import numpy as np
+import pytest
+
+from conftest import SOURCE_DIR, ServerProcess, wait_for
+from layerserve.v1 import layerserve_pb2 as pb
+from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
+from wire import array_tensor, values
+
+MODELS = os.path.join(SOURCE_DIR, "tests", "golden", "models")
+ARCHITECTURES = sorted(os.listdir(MODELS))
+PREFIX, STEPS = 5, 4
+
+
+def hidden_size(model):
+    with open(os.path.join(MODELS, model, "config.json")) as f:
+        config = json.load(f)
+    return config.get("hidden_size") or config["n_embd"]
+
+
+def num_layers(model):
+    with open(os.path.join(MODELS, model, "config.json")) as f:
+        config = json.load(f)
+    return config.get("num_hidden_layers") or config["n_layer"]
+
+
+def started(*args):
+    process = ServerProcess(*args)
+    channel = grpc.insecure_channel(process.target)
+    return process, channel, pb_grpc.LayerServiceStub(channel)
+
+
+def stopped(process, channel):
+    channel.close()
+    assert process.stop() == 0, process.output()
+
+
+@pytest.fixture(scope="module")
+def golden():
+    process, channel, stub = started(f"--model-repository={MODELS}")
+    yield process, stub
+    stopped(process, channel)
+
+
+def forward(stub, hidden, **fields):
+    return stub.BlockForward(pb.BlockForwardRequest(
+        hidden_states=array_tensor(hidden, "float32"), **fields), timeout=60)
+
+
+@pytest.mark.parametrize("model", ARCHITECTURES)
+def test_prefill_then_steps_equal_one_forward_pass(golden, model):
+    _, stub = golden
+    layers = num_layers(model)
+    x = np.random.default_rng(7).standard_normal((PREFIX + STEPS, hidden_size(model)))
+    x = x.astype(np.float32)
+    whole = values(forward(stub, x, model=model, num_layers=layers).hidden_states)
+    whole = whole.reshape(x.shape)
+
+    session = stub.OpenSession(pb.OpenSessionRequest(model=model, num_layers=layers))
+    assert session.ttl_ms == 300_000
+    got = [values(forward(stub, x[:PREFIX], session_id=session.session_id).hidden_states)]
+    for t in range(PREFIX, PREFIX + STEPS):
+        response = forward(stub, x[t:t + 1], session_id=session.session_id)
+        assert response.session_length == t + 1
+        got.append(values(response.hidden_states))
+    got = np.concatenate(got).reshape(x.shape)
+    # Float32 weights: the same sums in another order (attention over 1 vs 9 keys).
+    bound = 1e-4 * np.maximum(1.0, np.abs(whole))
+    assert np.all(np.abs(got - whole) <= bound), np.max(np.abs(got - whole) / bound)
+    stub.CloseSession(pb.CloseSessionRequest(session_id=session.session_id))
+
+
+def test_positions_continue_from_the_cache_unless_given(golden):
+    _, stub = golden
+    x = np.random.default_rng(8).standard_normal((3, hidden_size("tiny-llama")))
+    x = x.astype(np.float32)
+    whole = values(forward(stub, x[1:2], model="tiny-llama", position_offset=40).hidden_states)
+    s = stub.OpenSession(pb.OpenSessionRequest(model="tiny-llama")).session_id
+    forward(stub, x[:1], session_id=s, position_offset=39)
+    # One token at position 40 after a cached token at 39: its own key is at 40.
+    alone = values(forward(stub, x[1:2], session_id=s, position_offset=40).hidden_states)
+    assert not np.array_equal(alone, whole), "attends to the cached token too"
+    s2 = stub.OpenSession(pb.OpenSessionRequest(model="tiny-llama")).session_id
+    a = forward(stub, x[:2], session_id=s2)
+    b = forward(stub, x[:2], model="tiny-llama")
+    # Prefill from position 0 = no session (keys read back from the cache instead of
+    # the fused projection: the same values, possibly another matmul kernel).
+    np.testing.assert_allclose(values(a.hidden_states), values(b.hidden_states),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_decode_steps_of_many_sessions_batch_and_match_each_alone():
+    process, channel, stub = started("--max-queue-delay-us=2000")
+    try:
+        rng = np.random.default_rng(9)
+        prompts = [rng.standard_normal((int(n), 512)).astype(np.float32)
+                   for n in rng.integers(1, 12, size=12)]
+        steps = [rng.standard_normal((6, 512)).astype(np.float32) for _ in prompts]
+
+        def run(i, out):
+            s = stub.OpenSession(pb.OpenSessionRequest(num_layers=2)).session_id
+            result = [forward(stub, prompts[i], session_id=s).hidden_states.data]
+            for t in range(len(steps[i])):
+                result.append(forward(stub, steps[i][t:t + 1], session_id=s)
+                              .hidden_states.data)
+            out[i] = result
+            stub.CloseSession(pb.CloseSessionRequest(session_id=s))
+
+        alone = {}
+        for i in range(len(prompts)):
+            run(i, alone)
+        before = process.metric_sum("layerserve_batch_size_count", method="BlockForward")
+        together = {}
+        threads = [threading.Thread(target=run, args=(i, together))
+                   for i in range(len(prompts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert together == alone
+        batches = process.metric_sum("layerserve_batch_size_count",
+                                     method="BlockForward") - before
+        assert batches < sum(1 + len(s) for s in steps), "some steps shared a batch"
+        assert process.metric_value("layerserve_active_sessions") == 0
+        assert process.metric_value("layerserve_kv_cache_bytes") == 0
+        decode = process.metric_sum("layerserve_session_tokens_total", phase="decode")
+        assert decode == 2 * sum(len(s) for s in steps)
+        assert process.metric_sum("layerserve_decode_step_duration_seconds_count") == decode
+    finally:
+        stopped(process, channel)
+
+
+def call_error(fn, request):
+    with pytest.raises(grpc.RpcError) as error:
+        fn(request, timeout=30)
+    return error.value
+
+
+def test_session_errors(golden):
+    _, stub = golden
+    d = hidden_size("tiny-llama")
+    one = np.ones((1, d), np.float32)
+    s = stub.OpenSession(pb.OpenSessionRequest(model="tiny-llama", max_length=3)).session_id
+    prefix = s[:s.rfind(".")]
+
+    e = call_error(stub.BlockForward, pb.BlockForwardRequest(
+        session_id=prefix + ".123", hidden_states=array_tensor(one, "float32")))
+    assert e.code() == grpc.StatusCode.NOT_FOUND
+    assert e.details() == (f'session_id: session "{prefix}.123" is unknown; open a new '
+                           "session and prefill again")
+    e = call_error(stub.BlockForward, pb.BlockForwardRequest(
+        session_id="elsewhere-1.5", hidden_states=array_tensor(one, "float32")))
+    assert e.code() == grpc.StatusCode.NOT_FOUND
+    assert "was not opened on this replica" in e.details()
+
+    e = call_error(stub.BlockForward, pb.BlockForwardRequest(
+        session_id=s, hidden_states=array_tensor(np.ones((2, 1, d), np.float32), "float32")))
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.details().startswith("hidden_states.shape: [2,1,%d] holds 2 sequences" % d)
+    e = call_error(stub.BlockForward, pb.BlockForwardRequest(
+        session_id=s, model="tiny-qwen2", hidden_states=array_tensor(one, "float32")))
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.details().startswith('model: "tiny-qwen2" differs from session')
+    e = call_error(stub.BlockForward, pb.BlockForwardRequest(
+        session_id=s, num_layers=2, hidden_states=array_tensor(one, "float32")))
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.details().startswith("layer_start, num_layers: 0, 2 differ from session")
+
+    forward(stub, np.ones((2, d), np.float32), session_id=s)
+    e = call_error(stub.BlockForward, pb.BlockForwardRequest(
+        session_id=s, hidden_states=array_tensor(np.ones((2, d), np.float32), "float32")))
+    assert e.code() == grpc.StatusCode.OUT_OF_RANGE
+    assert e.details() == (f'hidden_states: session "{s}" holds 2 tokens; 2 more would '
+                           "pass its max_length 3")
+    assert forward(stub, one, session_id=s).session_length == 3
+
+    stub.CloseSession(pb.CloseSessionRequest(session_id=s))
+    e = call_error(stub.BlockForward, pb.BlockForwardRequest(
+        session_id=s, hidden_states=array_tensor(one, "float32")))
+    assert e.code() == grpc.StatusCode.NOT_FOUND
+    assert "was closed" in e.details()
+    e = call_error(stub.CloseSession, pb.CloseSessionRequest(session_id=s))
+    assert e.code() == grpc.StatusCode.NOT_FOUND
+
+    e = call_error(stub.OpenSession, pb.OpenSessionRequest(model="nope"))
+    assert e.code() == grpc.StatusCode.NOT_FOUND
+    e = call_error(stub.OpenSession, pb.OpenSessionRequest(model="tiny-llama", layer_start=3))
+    assert e.code() == grpc.StatusCode.OUT_OF_RANGE
+    e = call_error(stub.OpenSession, pb.OpenSessionRequest(model="tiny-llama",
+                                                           max_length=257))
+    assert e.code() == grpc.StatusCode.OUT_OF_RANGE
+
+
+def test_two_calls_at_once_on_one_session_never_corrupt_it(golden):
+    _, stub = golden
+    d = hidden_size("tiny-llama")
+    x = np.random.default_rng(10).standard_normal((64, d)).astype(np.float32)
+    s = stub.OpenSession(pb.OpenSessionRequest(model="tiny-llama")).session_id
+    futures = [stub.BlockForward.future(pb.BlockForwardRequest(
+        session_id=s, hidden_states=array_tensor(x[i:i + 1], "float32")), timeout=30)
+        for i in range(16)]
+    done = []
+    for f in futures:
+        try:
+            done.append(f.result().session_length)
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.ABORTED, e
+            assert "is in use by another call" in e.details()
+    # Accepted calls ran one after another: lengths 1, 2, ... in some order.
+    assert sorted(done) == list(range(1, len(done) + 1))
+    assert forward(stub, x[:1], session_id=s).session_length == len(done) + 1
+
+
+def test_idle_sessions_expire_and_memory_is_returned():
+    process, channel, stub = started("--session-ttl=500ms")
+    try:
+        s = stub.OpenSession(pb.OpenSessionRequest()).session_id
+        forward(stub, np.ones((3, 512), np.float32), session_id=s)
+        assert process.metric_value("layerserve_kv_cache_bytes") > 0
+        time.sleep(0.8)
+        e = call_error(stub.BlockForward, pb.BlockForwardRequest(
+            session_id=s, hidden_states=array_tensor(np.ones((1, 512), np.float32),
+                                                     "float32")))
+        assert e.code() == grpc.StatusCode.NOT_FOUND
+        assert "was expired after 500ms without a call (--session-ttl)" in e.details()
+        assert process.metric_value("layerserve_session_expiries_total") == 1
+        assert process.metric_value("layerserve_kv_cache_bytes") == 0
+        assert process.metric_value("layerserve_active_sessions") == 0
+    finally:
+        stopped(process, channel)
+
+
+def test_byte_cap_evicts_the_least_recently_used_session():
+    # Demo model, one layer: a 64-token block of keys and values = 2*64*128*4 bytes.
+    block = 2 * 64 * 128 * 4
+    process, channel, stub = started(f"--max-kv-cache-bytes={2 * block}")
+    try:
+        ids = [stub.OpenSession(pb.OpenSessionRequest()).session_id for _ in range(3)]
+        for s in ids:
+            forward(stub, np.ones((1, 512), np.float32), session_id=s)
+        e = call_error(stub.BlockForward, pb.BlockForwardRequest(
+            session_id=ids[0], hidden_states=array_tensor(np.ones((1, 512), np.float32),
+                                                          "float32")))
+        assert e.code() == grpc.StatusCode.NOT_FOUND
+        assert "was evicted to free KV-cache memory" in e.details()
+        assert forward(stub, np.ones((1, 512), np.float32),
+                       session_id=ids[2]).session_length == 2
+        assert process.metric_value("layerserve_session_evictions_total") == 1
+        assert process.metric_value("layerserve_kv_cache_bytes") == 2 * block
+        # Churn: open, fill and close many sessions; memory comes back every time.
+        for _ in range(50):
+            s = stub.OpenSession(pb.OpenSessionRequest()).session_id
+            forward(stub, np.ones((70, 512), np.float32), session_id=s)
+            stub.CloseSession(pb.CloseSessionRequest(session_id=s))
+        assert wait_for(lambda: process.metric_value("layerserve_kv_cache_bytes")
+                        <= 2 * block)
+    finally:
+        stopped(process, channel)
