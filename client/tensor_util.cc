@@ -1,5 +1,6 @@
 #include "client/tensor_util.h"
 
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -99,6 +100,38 @@ absl::StatusOr<NpyArray> NpyFromTensor(const v1::Tensor& tensor,
   array.dtype = npy_dtype;
   array.data = ConvertValues(*type, tensor.data(), elements, npy_dtype, saturated);
   return array;
+}
+
+absl::StatusOr<v1::Tensor> TensorFromFloats(absl::Span<const float> values,
+                                            absl::Span<const int64_t> shape,
+                                            v1::DataType wire_dtype,
+                                            int64_t* saturated) {
+  NpyArray array;
+  array.shape.assign(shape.begin(), shape.end());
+  int64_t elements = 1;
+  for (int64_t dim : shape) {
+    if (dim < 0 || (dim != 0 && elements > std::numeric_limits<int64_t>::max() / dim)) {
+      elements = -1;
+      break;
+    }
+    elements *= dim;
+  }
+  if (elements != static_cast<int64_t>(values.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shape [", absl::StrJoin(shape, ","), "] does not hold ",
+                     values.size(), " values"));
+  }
+  array.data.assign(reinterpret_cast<const char*>(values.data()),
+                    values.size() * sizeof(float));
+  return TensorFromNpy(array, wire_dtype, saturated);
+}
+
+absl::StatusOr<std::vector<float>> FloatsFromTensor(const v1::Tensor& tensor) {
+  absl::StatusOr<NpyArray> array = NpyFromTensor(tensor, kernels::ElementType::kFloat32);
+  if (!array.ok()) return array.status();
+  std::vector<float> values(array->data.size() / sizeof(float));
+  std::memcpy(values.data(), array->data.data(), array->data.size());
+  return values;
 }
 
 }  // namespace layerserve::client

@@ -6,8 +6,10 @@
 #define LAYERSERVE_CLIENT_TENSOR_UTIL_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "client/npy.h"
 #include "kernels/dtype.h"
 #include "layerserve/v1/layerserve.pb.h"
@@ -36,6 +38,18 @@ absl::StatusOr<NpyArray> NpyFromTensor(
     const v1::Tensor& tensor,
     kernels::ElementType npy_dtype = kernels::ElementType::kFloat32,
     int64_t* saturated = nullptr);
+
+// float32 `values` of `shape` (row-major) as a Tensor of `wire_dtype`, rounded to
+// nearest even for the 16-bit types. INVALID_ARGUMENT if the shape has a negative
+// dimension or product(shape) != values.size(). `saturated` as above.
+absl::StatusOr<v1::Tensor> TensorFromFloats(absl::Span<const float> values,
+                                            absl::Span<const int64_t> shape,
+                                            v1::DataType wire_dtype,
+                                            int64_t* saturated = nullptr);
+
+// Every value of `tensor` as float32, flat and row-major. INVALID_ARGUMENT if the
+// tensor is malformed (as NpyFromTensor).
+absl::StatusOr<std::vector<float>> FloatsFromTensor(const v1::Tensor& tensor);
 
 }  // namespace layerserve::client
 

@@ -1,6 +1,7 @@
 // .npy arrays to wire tensors and back, with exact bits for every dtype pair.
 #include "client/tensor_util.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -187,6 +188,73 @@ TEST(TensorUtilTest, DtypeMappingRoundTrips) {
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ(*back, type);
   }
+}
+
+// The float-vector helpers of the Client API pack and unpack with the same
+// rounding: exact bits for ties, NaN, overflow and subnormals.
+TEST(TensorUtilTest, TensorFromFloatsPacksBfloat16AndFloat16) {
+  const std::vector<float> values = {1.0f,
+                                     FromBits(0x3F808000),  // tie: even 0x3F80
+                                     FromBits(0x3F818000),  // tie: even 0x3F82
+                                     FromBits(0x3F808001),  // above the tie: 0x3F81
+                                     -2.5f,
+                                     std::numeric_limits<float>::quiet_NaN(),
+                                     3.4e38f};  // rounds past bf16 max: +Inf
+  int64_t saturated = -1;
+  absl::StatusOr<v1::Tensor> bf16 =
+      TensorFromFloats(values, {7}, v1::BFLOAT16, &saturated);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_THAT(bf16->shape(), ElementsAre(7));
+  EXPECT_EQ(bf16->dtype(), v1::BFLOAT16);
+  const std::vector<uint16_t> bits = Values<uint16_t>(bf16->data());
+  ASSERT_EQ(bits.size(), 7u);
+  EXPECT_EQ(bits[0], 0x3F80);
+  EXPECT_EQ(bits[1], 0x3F80);
+  EXPECT_EQ(bits[2], 0x3F82);
+  EXPECT_EQ(bits[3], 0x3F81);
+  EXPECT_EQ(bits[4], 0xC020);
+  EXPECT_EQ(bits[5] & 0x7F80, 0x7F80);  // NaN stays NaN...
+  EXPECT_NE(bits[5] & 0x007F, 0);
+  EXPECT_EQ(bits[6], 0x7F80);  // ...and overflow is +Inf, counted.
+  EXPECT_EQ(saturated, 1);
+
+  absl::StatusOr<std::vector<float>> back = FloatsFromTensor(*bf16);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ((*back)[1], 1.0f);
+  EXPECT_EQ((*back)[2], FromBits(0x3F820000));
+  EXPECT_EQ((*back)[4], -2.5f);
+  EXPECT_TRUE(std::isnan((*back)[5]));
+  EXPECT_EQ((*back)[6], std::numeric_limits<float>::infinity());
+
+  const std::vector<float> half = {65504.0f, 65520.0f, FromBits(0x33800000) /* 2^-24 */,
+                                   1.0f / 3};
+  absl::StatusOr<v1::Tensor> f16 = TensorFromFloats(half, {2, 2}, v1::FLOAT16, &saturated);
+  ASSERT_TRUE(f16.ok()) << f16.status();
+  EXPECT_THAT(Values<uint16_t>(f16->data()), ElementsAre(0x7BFF, 0x7C00, 0x0001, 0x3555));
+  EXPECT_EQ(saturated, 1);
+  absl::StatusOr<std::vector<float>> half_back = FloatsFromTensor(*f16);
+  ASSERT_TRUE(half_back.ok());
+  EXPECT_THAT(*half_back, ElementsAre(65504.0f, std::numeric_limits<float>::infinity(),
+                                      FromBits(0x33800000), 0.333251953125f));
+}
+
+TEST(TensorUtilTest, TensorFromFloatsFloat32IsExactAndChecksTheShape) {
+  const std::vector<float> values = {1.5f, -0.0f, 1e-45f};
+  absl::StatusOr<v1::Tensor> t = TensorFromFloats(values, {1, 3}, v1::FLOAT32);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->data(), Bytes(values));
+  EXPECT_THAT(TensorFromFloats(values, {2, 2}, v1::FLOAT32),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "shape [2,2] does not hold 3 values"));
+  EXPECT_THAT(TensorFromFloats(values, {-1, -3}, v1::FLOAT32),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_THAT(TensorFromFloats(values, {3}, v1::DATA_TYPE_UNSPECIFIED),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  v1::Tensor bad = *t;
+  bad.set_data("abc");
+  EXPECT_THAT(FloatsFromTensor(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "shape [1,3] FLOAT32 needs 12 bytes, got 3"));
 }
 
 }  // namespace

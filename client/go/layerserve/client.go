@@ -1,0 +1,128 @@
+package layerserve
+
+// Client: every served layerserve RPC and the standard health check, each with a
+// deadline.
+//
+// A Client holds one gRPC connection and is safe for concurrent use. Many large
+// messages on one connection are slow (one HTTP/2 connection): for throughput, use a
+// Client per concurrent caller (DESIGN.md "Performance facts").
+//
+// Errors are gRPC status errors: status.Code(err) is the code (codes.InvalidArgument,
+// codes.NotFound...), status.Convert(err).Message() the server's message, e.g.
+// "input.data: shape [3,5] FLOAT32 needs 60 bytes, got 56".
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	pb "layerserve/gen/layerserve/v1"
+)
+
+const (
+	// DefaultTimeout bounds a call whose context has no deadline.
+	DefaultTimeout = 30 * time.Second
+	// DefaultMaxMessageBytes is the server's default --max-message-bytes; grpc-go
+	// would otherwise refuse replies over 4 MiB.
+	DefaultMaxMessageBytes = 256 << 20
+)
+
+// Client calls one layerserve server.
+type Client struct {
+	conn *grpc.ClientConn
+	// Stub is the generated client, for options the wrapper does not take.
+	Stub   pb.LayerServiceClient
+	health healthpb.HealthClient
+	// Timeout applies to calls whose context has no deadline of its own.
+	Timeout time.Duration
+}
+
+// Dial connects to target ("host:port"). Without options the connection is
+// plaintext; pass grpc.WithTransportCredentials(...) for TLS (later options win).
+func Dial(target string, opts ...grpc.DialOption) (*Client, error) {
+	defaults := []grpc.DialOption{
+		grpc.WithInsecure(),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(DefaultMaxMessageBytes),
+			grpc.MaxCallSendMsgSize(DefaultMaxMessageBytes)),
+	}
+	conn, err := grpc.Dial(target, append(defaults, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{conn: conn, Stub: pb.NewLayerServiceClient(conn),
+		health: healthpb.NewHealthClient(conn), Timeout: DefaultTimeout}, nil
+}
+
+// Close closes the connection; calls in flight fail with CANCELLED.
+func (c *Client) Close() error {
+	return c.conn.Close()
+}
+
+// withDeadline gives ctx the client's Timeout unless it has a deadline already.
+func (c *Client) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.Timeout)
+}
+
+// Normalize runs LayerNorm or RMSNorm (optionally fused with a residual add).
+func (c *Client) Normalize(ctx context.Context, req *pb.NormalizeRequest) (*pb.NormalizeResponse, error) {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	return c.Stub.Normalize(ctx, req)
+}
+
+// PositionalEncode runs a sinusoidal, learned, RoPE, ALiBi or T5-bias encoding.
+func (c *Client) PositionalEncode(ctx context.Context, req *pb.PositionalEncodeRequest) (*pb.PositionalEncodeResponse, error) {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	return c.Stub.PositionalEncode(ctx, req)
+}
+
+// Activate runs an element-wise or gated activation.
+func (c *Client) Activate(ctx context.Context, req *pb.ActivateRequest) (*pb.ActivateResponse, error) {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	return c.Stub.Activate(ctx, req)
+}
+
+// BlockForward runs consecutive Transformer blocks of a served model.
+func (c *Client) BlockForward(ctx context.Context, req *pb.BlockForwardRequest) (*pb.BlockForwardResponse, error) {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	return c.Stub.BlockForward(ctx, req)
+}
+
+// ListModels returns every model the server has, ready or failed.
+func (c *Client) ListModels(ctx context.Context) ([]*pb.ModelInfo, error) {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	resp, err := c.Stub.ListModels(ctx, &pb.ListModelsRequest{})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetModels(), nil
+}
+
+// GetModel describes one model ("" = the server's default); NOT_FOUND if unknown.
+func (c *Client) GetModel(ctx context.Context, name string) (*pb.ModelInfo, error) {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	return c.Stub.GetModel(ctx, &pb.GetModelRequest{Name: name})
+}
+
+// Health is grpc.health.v1 Check: SERVING while the server accepts work,
+// NOT_SERVING while it drains. service "" is the server; "layerserve.v1.LayerService"
+// answers the same; any other name is NOT_FOUND.
+func (c *Client) Health(ctx context.Context, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	resp, err := c.health.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		return healthpb.HealthCheckResponse_UNKNOWN, err
+	}
+	return resp.GetStatus(), nil
+}

@@ -1,0 +1,419 @@
+"""Client: typed Python calls to a layerserve server.
+
+One Client owns one gRPC channel (one HTTP/2 connection per backend) and is safe to
+use from many threads at once, as gRPC channels are. For many large concurrent
+messages prefer one Client per thread (DESIGN.md: one channel collapses to
+0.1-0.5 GB/s). Arrays go in as numpy arrays (anything np.asarray takes) and come
+back as float32 numpy arrays whatever dtype travelled on the wire.
+"""
+import json
+import ipaddress
+import random
+import time
+from typing import Callable, List, Optional, Sequence, Union
+
+import grpc
+import numpy as np
+
+from . import health
+from ._stubs import pb, pb_grpc
+from .errors import LayerServeError
+from .results import BlockForwardResult, ModelInfo, NormalizeResult, RopeResult
+from .retry import RetryPolicy, call_with_retries
+from .tensors import DType, from_tensor, to_tensor, wire_dtype
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+# The server's default --max-message-bytes; gRPC's own default (4 MiB) is too small
+# for block activations.
+DEFAULT_MAX_MESSAGE_BYTES = 256 << 20
+
+# Short names for enum values, besides the proto names (any case).
+_NORM_ALIASES = {"RMS": "RMS_NORM", "RMSNORM": "RMS_NORM", "LAYER": "LAYER_NORM",
+                 "LAYERNORM": "LAYER_NORM", "LN": "LAYER_NORM"}
+_ACTIVATION_ALIASES = {"SWISH": "SILU", "GELU_NEW": "GELU_TANH",
+                       "GELU_PYTORCH_TANH": "GELU_TANH"}
+# Hugging Face rope_scaling "type"/"rope_type" values.
+_SCALING_ALIASES = {"DEFAULT": "NONE", "DYNAMIC": "DYNAMIC_NTK"}
+_SCALING_FIELDS = ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
+                   "attention_factor", "low_freq_factor", "high_freq_factor")
+
+_UNSET = object()
+
+
+def _invalid(message: str) -> LayerServeError:
+    """A request refused before sending, reported as the server would report it."""
+    return LayerServeError(grpc.StatusCode.INVALID_ARGUMENT, message, attempts=0)
+
+
+def _enum(enum, value, field: str, aliases=None) -> int:
+    """The number of an enum value given as a number or a name (any case)."""
+    if isinstance(value, str):
+        name = value.upper()
+        name = (aliases or {}).get(name, name)
+        if name in enum.keys():
+            return enum.Value(name)
+    elif isinstance(value, int) and value in enum.values():
+        return int(value)
+    raise _invalid(f"{field}: unknown value {value!r}; one of {', '.join(enum.keys())}")
+
+
+def _tensor(array, dtype: DType, field: str) -> "pb.Tensor":
+    try:
+        return to_tensor(array, dtype, field)
+    except ValueError as error:
+        raise _invalid(str(error)) from None
+
+
+def _array(tensor: "pb.Tensor", field: str) -> np.ndarray:
+    try:
+        return from_tensor(tensor, field)
+    except ValueError as error:  # A server bug, but say what it was.
+        raise LayerServeError(grpc.StatusCode.INTERNAL, f"response {error}") from None
+
+
+def _int_list(values) -> List[int]:
+    """Integers of any shape flattened row-major: positions [T] or [B, T] become
+    the proto's positions[b * T + t]. None is empty."""
+    if values is None:
+        return []
+    return [int(v) for v in np.asarray(values, dtype=np.int64).reshape(-1)]
+
+
+def _dtype_number(dtype: DType, field: str) -> int:
+    """pb.DataType of an output_dtype argument; None = the server's default."""
+    if dtype is None:
+        return pb.DATA_TYPE_UNSPECIFIED
+    try:
+        return wire_dtype(dtype)
+    except ValueError as error:
+        raise _invalid(f"{field}: {error}") from None
+
+
+def rope_scaling(scaling) -> Optional["pb.RopeScaling"]:
+    """A pb.RopeScaling from None, a pb.RopeScaling, or a dict: a Hugging Face
+    config.json `rope_scaling` ("type" or "rope_type": linear, dynamic, yarn, llama3,
+    default) or ModelInfo.rope.scaling. Unknown keys are refused, not ignored."""
+    if scaling is None or isinstance(scaling, pb.RopeScaling):
+        return scaling
+    fields = dict(scaling)
+    kind = fields.pop("type", None)
+    kind = fields.pop("rope_type", kind)
+    unknown = set(fields) - set(_SCALING_FIELDS)
+    if unknown:
+        raise _invalid(f"rope.scaling: unknown fields {sorted(unknown)}; known: type, "
+                       f"rope_type, {', '.join(_SCALING_FIELDS)}")
+    message = pb.RopeScaling(type=_enum(pb.RopeScaling.Type, kind or "NONE",
+                                        "rope.scaling.type", _SCALING_ALIASES))
+    for name, value in fields.items():
+        if value is not None:
+            setattr(message, name, value)
+    return message
+
+
+def channel_target(targets: Union[str, Sequence[str]]) -> str:
+    """The gRPC target for one target or several. Several must be IP literals
+    ("10.0.0.5:50051", "[::1]:50051"); gRPC's ipv4:/ipv6: schemes take such lists.
+    For host names use one DNS name that resolves to every replica."""
+    if isinstance(targets, str):
+        return targets
+    targets = list(targets)
+    if len(targets) == 1:
+        return targets[0]
+    if not targets:
+        raise ValueError("no target")
+    families = set()
+    for target in targets:
+        host, _, port = target.rpartition(":")
+        try:
+            address = ipaddress.ip_address(host.strip("[]"))
+        except ValueError:
+            raise ValueError(f"{target!r}: several targets must be IP:port; for host "
+                             "names give one DNS name (e.g. dns:///layerserve:50051) "
+                             "that resolves to every replica") from None
+        if not port.isdigit():
+            raise ValueError(f"{target!r}: no port")
+        families.add(address.version)
+    if len(families) != 1:
+        raise ValueError("several targets must all be IPv4 or all IPv6")
+    return f"ipv{families.pop()}:" + ",".join(targets)
+
+
+class Client:
+    """A connection to a layerserve server (or several replicas).
+
+    target: "host:port", any gRPC target URI, or a list of "IP:port" replicas
+        (spread over with round_robin).
+    credentials: grpc.ChannelCredentials (e.g. grpc.ssl_channel_credentials(...))
+        for TLS; None = plaintext.
+    timeout: default deadline of each call in seconds (None: none), covering its
+        retries. Each method takes its own `timeout` too.
+    retry: how UNAVAILABLE is retried (RetryPolicy(max_attempts=1): never).
+    load_balancing: gRPC policy name; default round_robin for several targets,
+        gRPC's pick_first otherwise.
+    max_message_bytes: largest request and response (default 256 MiB, as the server).
+    options: extra gRPC channel arguments [(name, value)].
+    sleep, rng: the wait between retries and its jitter source (tests inject them).
+    """
+
+    def __init__(self, target: Union[str, Sequence[str]] = DEFAULT_TARGET, *,
+                 credentials: Optional[grpc.ChannelCredentials] = None,
+                 timeout: Optional[float] = 30.0,
+                 retry: RetryPolicy = RetryPolicy(),
+                 load_balancing: Optional[str] = None,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 options: Sequence = (),
+                 sleep: Callable[[float], None] = time.sleep,
+                 rng: Optional[random.Random] = None):
+        address = channel_target(target)
+        if load_balancing is None and not isinstance(target, str) and len(target) > 1:
+            load_balancing = "round_robin"
+        channel_options = [
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.max_receive_message_length", max_message_bytes),
+            # After a failed connection gRPC waits 1 s (growing to 120 s) before it
+            # tries again, and calls meanwhile fail at once with UNAVAILABLE, so
+            # retries sooner than that would all be wasted: reconnect on the retry
+            # policy's schedule instead.
+            ("grpc.initial_reconnect_backoff_ms", max(10, int(retry.initial_backoff * 1000))),
+            ("grpc.max_reconnect_backoff_ms", max(10, int(retry.max_backoff * 1000))),
+        ]
+        if load_balancing:
+            channel_options.append(("grpc.service_config", json.dumps(
+                {"loadBalancingConfig": [{load_balancing: {}}]})))
+        # gRPC takes the first of duplicate arguments: the caller's must replace ours.
+        channel_options = list(dict([*channel_options, *options]).items())
+        if credentials is None:
+            self._channel = grpc.insecure_channel(address, options=channel_options)
+        else:
+            self._channel = grpc.secure_channel(address, credentials, options=channel_options)
+        self._stub = pb_grpc.LayerServiceStub(self._channel)
+        self._health_check = self._channel.unary_unary(
+            health.CHECK_METHOD,
+            request_serializer=health.HealthCheckRequest.SerializeToString,
+            response_deserializer=health.HealthCheckResponse.FromString)
+        self.target = address
+        self.timeout = timeout
+        self.retry = retry
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+
+    # ---- lifetime
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- one place where calls are made
+
+    def _call(self, method: Callable, request, timeout):
+        timeout = self.timeout if timeout is _UNSET else timeout
+        return call_with_retries(lambda remaining: method(request, timeout=remaining),
+                                 self.retry, timeout, self._sleep, self._rng)
+
+    # ---- Normalize
+
+    def normalize(self, x, kind="rms", *, weight=None, bias=None,
+                  epsilon: Optional[float] = None, weight_offset: bool = False,
+                  residual=None, dtype: DType = None, output_dtype: DType = None,
+                  timeout=_UNSET):
+        """LayerNorm ("layer") or RMSNorm ("rms") of x [..., D] over its last dim.
+
+        weight, bias: [D] (bias only with "layer"); epsilon: default 1e-5 layer,
+        1e-6 rms; weight_offset: scale by (1 + weight), as Gemma stores it.
+        residual: same shape as x; the server normalizes x + residual and this
+        returns NormalizeResult(output, residual=x + residual). Without a residual
+        it returns the normalized array. dtype: the wire dtype of every tensor sent
+        (default: float16 for float16 arrays, float32 for others; "bfloat16" by
+        name). The output's wire dtype is x's unless output_dtype says otherwise.
+        """
+        request = pb.NormalizeRequest(
+            kind=_enum(pb.NormKind, kind, "kind", _NORM_ALIASES),
+            input=_tensor(x, dtype, "input"), weight_offset=weight_offset,
+            output_dtype=_dtype_number(output_dtype, "output_dtype"))
+        if weight is not None:
+            request.weight.CopyFrom(_tensor(weight, dtype, "weight"))
+        if bias is not None:
+            request.bias.CopyFrom(_tensor(bias, dtype, "bias"))
+        if epsilon is not None:
+            request.epsilon = epsilon
+        if residual is not None:
+            request.residual.CopyFrom(_tensor(residual, dtype, "residual"))
+        response = self._call(self._stub.Normalize, request, timeout)
+        output = _array(response.output, "output")
+        if residual is None:
+            return output
+        return NormalizeResult(output, _array(response.residual_out, "residual_out"))
+
+    # ---- Activate
+
+    def activate(self, x, activation, *, gate=None, dtype: DType = None,
+                 output_dtype: DType = None, timeout=_UNSET) -> np.ndarray:
+        """An activation by name (relu, gelu, gelu_tanh, silu, sigmoid, tanh,
+        quick_gelu) of x, any shape; or a gated one (swiglu, geglu, geglu_tanh,
+        reglu) = act(gate) * up with x = up [..., F] and `gate` [..., F], or without
+        `gate` x = one packed [..., 2F] tensor, gate first (vLLM's SiluAndMul)."""
+        request = pb.ActivateRequest(
+            activation=_enum(pb.Activation, activation, "activation", _ACTIVATION_ALIASES),
+            input=_tensor(x, dtype, "input"),
+            output_dtype=_dtype_number(output_dtype, "output_dtype"))
+        if gate is not None:
+            request.gate.CopyFrom(_tensor(gate, dtype, "gate"))
+        return _array(self._call(self._stub.Activate, request, timeout).output, "output")
+
+    # ---- PositionalEncode
+
+    def _positional(self, request, timeout) -> "pb.PositionalEncodeResponse":
+        return self._call(self._stub.PositionalEncode, request, timeout)
+
+    def sinusoidal(self, x=None, *, num_positions: int = 0, dim: int = 0,
+                   base: Optional[float] = None, layout="interleaved",
+                   position_offset: int = 0, positions=None, dtype: DType = None,
+                   output_dtype: DType = None, timeout=_UNSET) -> np.ndarray:
+        """Vaswani et al.'s encoding: x [B, T, D] or [T, D] plus the table, or (x
+        None) the table [num_positions, dim]. layout: interleaved (sin, cos pairs,
+        the paper) or concatenated (all sin then all cos, fairseq/HF)."""
+        method = pb.Sinusoidal(
+            layout=_enum(pb.Sinusoidal.Layout, layout, "sinusoidal.layout"),
+            position_offset=position_offset, positions=_int_list(positions))
+        if base is not None:
+            method.base = base
+        if x is None:
+            method.num_positions, method.dim = num_positions, dim
+        else:
+            method.input.CopyFrom(_tensor(x, dtype, "sinusoidal.input"))
+        request = pb.PositionalEncodeRequest(
+            sinusoidal=method, output_dtype=_dtype_number(output_dtype, "output_dtype"))
+        return _array(self._positional(request, timeout).output, "output")
+
+    def learned(self, x, table, *, position_offset: int = 0, positions=None,
+                dtype: DType = None, output_dtype: DType = None,
+                timeout=_UNSET) -> np.ndarray:
+        """x [B, T, D] or [T, D] plus table[position] (table [max_len, D]); a
+        position past the table is OUT_OF_RANGE."""
+        method = pb.Learned(input=_tensor(x, dtype, "learned.input"),
+                            table=_tensor(table, dtype, "learned.table"),
+                            position_offset=position_offset, positions=_int_list(positions))
+        request = pb.PositionalEncodeRequest(
+            learned=method, output_dtype=_dtype_number(output_dtype, "output_dtype"))
+        return _array(self._positional(request, timeout).output, "output")
+
+    def rope(self, query, key=None, *, positions=None, position_offset: int = 0,
+             theta: Optional[float] = None, rotary_dim: int = 0, style="half",
+             layout="bhtd", scaling=None, dtype: DType = None,
+             output_dtype: DType = None, timeout=_UNSET):
+        """Rotary embedding of query [B, Hq, T, Dh] (layout "bhtd") or [B, T, Hq, Dh]
+        ("bthd") and optionally key (Hkv heads). style: half (rotate_half: Llama,
+        NeoX) or interleaved (GPT-J); rotary_dim: leading dims that rotate (0 = all);
+        scaling: see rope_scaling() (a HF rope_scaling dict works). Returns the
+        rotated query, or RopeResult(query, key) when a key was given."""
+        method = pb.Rope(query=_tensor(query, dtype, "rope.query"),
+                         layout=_enum(pb.Rope.Layout, layout, "rope.layout"),
+                         rotary_dim=rotary_dim,
+                         style=_enum(pb.Rope.Style, style, "rope.style"),
+                         position_offset=position_offset, positions=_int_list(positions))
+        if key is not None:
+            method.key.CopyFrom(_tensor(key, dtype, "rope.key"))
+        if theta is not None:
+            method.theta = theta
+        scaling = rope_scaling(scaling)
+        if scaling is not None:
+            method.scaling.CopyFrom(scaling)
+        request = pb.PositionalEncodeRequest(
+            rope=method, output_dtype=_dtype_number(output_dtype, "output_dtype"))
+        response = self._positional(request, timeout)
+        rotated = _array(response.output, "output")
+        if key is None:
+            return rotated
+        return RopeResult(rotated, _array(response.key, "key"))
+
+    def alibi(self, scores=None, *, num_heads: int = 0, query_length: int = 0,
+              key_length: int = 0, query_offset: int = 0, symmetric: bool = False,
+              dtype: DType = None, output_dtype: DType = None,
+              timeout=_UNSET) -> np.ndarray:
+        """ALiBi: scores [B, H, Tq, Tk] or [H, Tq, Tk] plus the bias, or (scores
+        None) the bias [num_heads, query_length, key_length] itself. Causal form
+        slope * (j - (query_offset + i)) unless symmetric (-slope * |...|)."""
+        method = pb.Alibi(num_heads=num_heads, query_length=query_length,
+                          key_length=key_length, query_offset=query_offset,
+                          symmetric=symmetric)
+        if scores is not None:
+            method.scores.CopyFrom(_tensor(scores, dtype, "alibi.scores"))
+        request = pb.PositionalEncodeRequest(
+            alibi=method, output_dtype=_dtype_number(output_dtype, "output_dtype"))
+        return _array(self._positional(request, timeout).output, "output")
+
+    def t5_bias(self, table, query_length: int, key_length: int, *,
+                bidirectional: bool = False, num_buckets: int = 0, max_distance: int = 0,
+                query_offset: int = 0, dtype: DType = None, output_dtype: DType = None,
+                timeout=_UNSET) -> np.ndarray:
+        """T5's bucketed relative position bias [H, Tq, Tk] from the checkpoint's
+        relative_attention_bias table [num_buckets, H]. bidirectional for an
+        encoder; max_distance default 128 (0 = default)."""
+        method = pb.T5Bias(table=_tensor(table, dtype, "t5_bias.table"),
+                           bidirectional=bidirectional, num_buckets=num_buckets,
+                           max_distance=max_distance, query_length=query_length,
+                           key_length=key_length, query_offset=query_offset)
+        request = pb.PositionalEncodeRequest(
+            t5_bias=method, output_dtype=_dtype_number(output_dtype, "output_dtype"))
+        return _array(self._positional(request, timeout).output, "output")
+
+    # ---- BlockForward
+
+    def block_forward(self, hidden_states, *, model: str = "", layer_start: int = 0,
+                      num_layers: int = 1, positions=None, position_offset: int = 0,
+                      sequence_lengths=None, causal: Optional[bool] = None,
+                      attention_stats: bool = False, dtype: DType = None,
+                      output_dtype: DType = None, timeout=_UNSET):
+        """Runs blocks layer_start .. layer_start + num_layers - 1 of `model` (""
+        = the server's default) on hidden_states [B, T, D] or [T, D]. positions
+        ([T] or [B, T]) or position_offset place the tokens; sequence_lengths (B
+        entries) marks right padding (padded rows come back as zeros); causal
+        defaults to the model's. Returns the hidden states after the last block,
+        or BlockForwardResult(hidden_states, attention_entropy) when
+        attention_stats is set."""
+        request = pb.BlockForwardRequest(
+            model=model, layer_start=layer_start, num_layers=num_layers,
+            hidden_states=_tensor(hidden_states, dtype, "hidden_states"),
+            position_offset=position_offset, positions=_int_list(positions),
+            sequence_lengths=_int_list(sequence_lengths),
+            want_attention_stats=attention_stats,
+            output_dtype=_dtype_number(output_dtype, "output_dtype"))
+        if causal is not None:
+            request.causal = causal
+        response = self._call(self._stub.BlockForward, request, timeout)
+        hidden = _array(response.hidden_states, "hidden_states")
+        if not attention_stats:
+            return hidden
+        entropy = {s.layer: np.asarray(s.head_entropy_nats, dtype=np.float32)
+                   for s in response.attention_stats}
+        return BlockForwardResult(hidden, entropy)
+
+    # ---- models and health
+
+    def list_models(self, *, timeout=_UNSET) -> List[ModelInfo]:
+        """Every model the server has, READY or FAILED (with its error)."""
+        response = self._call(self._stub.ListModels, pb.ListModelsRequest(), timeout)
+        return [ModelInfo.from_proto(m) for m in response.models]
+
+    def get_model(self, name: str = "", *, timeout=_UNSET) -> ModelInfo:
+        """One model ("" = the default); NOT_FOUND if the server has no such model."""
+        return ModelInfo.from_proto(
+            self._call(self._stub.GetModel, pb.GetModelRequest(name=name), timeout))
+
+    def health(self, service: str = "", *, timeout=_UNSET) -> str:
+        """grpc.health.v1 status of `service` ("" = the server, or
+        "layerserve.v1.LayerService"): SERVING, NOT_SERVING (draining), or
+        SERVICE_UNKNOWN for a service the server does not know."""
+        try:
+            response = self._call(self._health_check,
+                                  health.HealthCheckRequest(service=service), timeout)
+        except LayerServeError as error:
+            if error.code == grpc.StatusCode.NOT_FOUND:  # health.proto's "unknown"
+                return "SERVICE_UNKNOWN"
+            raise
+        return health.status_name(response)

@@ -1,0 +1,67 @@
+"""Fixtures: real layerserve servers on ephemeral loopback ports, started with
+tests/integration/conftest.py's ServerProcess (imported under another module name,
+so it does not clash with this conftest), and Clients on them.
+
+Environment (set by CTest, client/python/CMakeLists.txt): LAYERSERVE_SERVER,
+LAYERSERVE_SOURCE_DIR, PYTHONPATH = client/python and the generated stubs.
+"""
+import importlib.util
+import os
+
+import pytest
+
+from layerserve_client import Client
+
+SOURCE_DIR = os.environ.get(
+    "LAYERSERVE_SOURCE_DIR",
+    os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
+GOLDEN_DIR = os.path.join(SOURCE_DIR, "tests", "golden")
+MODELS = os.path.join(GOLDEN_DIR, "models")
+
+
+def _load_integration_conftest():
+    path = os.path.join(SOURCE_DIR, "tests", "integration", "conftest.py")
+    spec = importlib.util.spec_from_file_location("layerserve_integration_conftest", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ServerProcess = _load_integration_conftest().ServerProcess
+
+
+def stop_cleanly(process):
+    """Stops a server that must still be running, and must then exit 0."""
+    early = process.proc.poll()
+    code = process.stop()
+    assert early is None, f"layerserve ended before the tests did ({early}):\n" + \
+        process.output()
+    assert code == 0, process.output()
+
+
+@pytest.fixture(scope="session")
+def server():
+    """The built-in demo model; must exit 0 at the end."""
+    process = ServerProcess()
+    yield process
+    stop_cleanly(process)
+
+
+@pytest.fixture(scope="session")
+def golden_server():
+    """The tiny checkpoints of tests/golden/models, float32 weights."""
+    process = ServerProcess(f"--model-repository={MODELS}", "--weight-dtype=float32")
+    yield process
+    stop_cleanly(process)
+
+
+@pytest.fixture(scope="session")
+def client(server):
+    with Client(server.target, timeout=60) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def golden_client(golden_server):
+    with Client(golden_server.target, timeout=60) as c:
+        yield c

@@ -1,0 +1,129 @@
+"""The package as a user gets it: the examples against a real server, stubs made
+with the documented protoc command inside a copy of the source tree, and a wheel
+(built offline; setup.py generates the stubs into it) installed into an empty
+directory and used from a clean interpreter."""
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+
+
+from conftest import SOURCE_DIR
+from layerserve_client._stubs import PROTOC_HINT
+
+PACKAGE_DIR = os.path.join(SOURCE_DIR, "client", "python")
+EXAMPLES = os.path.join(PACKAGE_DIR, "examples")
+
+# Run in a fresh interpreter: numbers checked, stubs must come from `where`.
+USER_SCRIPT = """
+import sys
+import numpy as np
+import layerserve_client
+from layerserve.v1 import layerserve_pb2
+assert layerserve_pb2.__file__.startswith(sys.argv[2]), layerserve_pb2.__file__
+assert layerserve_client.__file__.startswith(sys.argv[2]), layerserve_client.__file__
+with layerserve_client.Client(sys.argv[1], timeout=10) as client:
+    assert client.health() == "SERVING"
+    x = np.arange(1, 9, dtype=np.float32).reshape(2, 4)
+    y = client.normalize(x, "rms", epsilon=0.0)
+    want = x / np.sqrt((x * x).mean(-1, keepdims=True))
+    assert np.allclose(y, want, rtol=1e-6), y
+print("ok")
+"""
+
+
+def run_example(name, target):
+    return subprocess.run([sys.executable, os.path.join(EXAMPLES, name), "--target", target],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_normalize_example(server):
+    result = run_example("normalize.py", server.target)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split(" of ")[0] for line in lines] == \
+        ["RMSNorm", "residual + LayerNorm", "residual sum"]
+    for line in lines:
+        assert float(line.rsplit("= ", 1)[1]) < 1e-4, line
+
+
+def test_block_forward_example(server):
+    result = run_example("block_forward.py", server.target)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert out.startswith("model demo: llama, 4 layers, hidden 512, 8 heads (2 kv), d_ff 1408")
+    assert "hidden states [1, 16, 512]" in out
+    assert sum(line.startswith("layer ") for line in out.splitlines()) == 4
+    split = float(out.rsplit("max |diff| = ", 1)[1])
+    assert split < 1e-4
+
+
+def copy_sources(root):
+    """client/python and proto/ laid out as in the repository, under root."""
+    shutil.copytree(PACKAGE_DIR, os.path.join(root, "client", "python"),
+                    ignore=shutil.ignore_patterns("__pycache__", "_generated", "build",
+                                                  "*.egg-info", "tests"))
+    shutil.copytree(os.path.join(SOURCE_DIR, "proto"), os.path.join(root, "proto"))
+    return os.path.join(root, "client", "python")
+
+
+def clean_env(pythonpath):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = pythonpath
+    return env
+
+
+def documented_commands():
+    """The shell lines of docs/clients/python.md's block marked `tested:
+    generate-stubs`, backslash continuations joined."""
+    with open(os.path.join(SOURCE_DIR, "docs", "clients", "python.md")) as f:
+        text = f.read()
+    block = text.split("<!-- tested: generate-stubs -->", 1)[1].split("```sh\n", 1)[1]
+    block = block.split("```", 1)[0].replace("\\\n", " ")
+    return [" ".join(line.split()) for line in block.splitlines() if line.strip()]
+
+
+def test_documented_protoc_command(server, tmp_path):
+    commands = documented_commands()
+    # The import error's hint gives the same commands.
+    hint = [" ".join(line.split()) for line in PROTOC_HINT.splitlines()]
+    assert all(command in hint for command in commands), (commands, hint)
+    copy = copy_sources(str(tmp_path))
+    # Without stubs the import fails, and says how to make them.
+    result = subprocess.run([sys.executable, "-s", "-c", "import layerserve_client"],
+                            capture_output=True, text=True, env=clean_env(copy),
+                            cwd=tmp_path, timeout=60)
+    assert result.returncode != 0
+    assert "layerserve_client: no layerserve.v1 stubs" in result.stderr
+    assert all(command in " ".join(result.stderr.split()) for command in commands)
+    for command in commands:
+        subprocess.run(command, shell=True, cwd=tmp_path, check=True)
+    generated = os.path.join(copy, "layerserve_client", "_generated", "layerserve", "v1")
+    assert sorted(os.listdir(generated)) == ["layerserve_pb2.py", "layerserve_pb2_grpc.py"]
+    result = subprocess.run([sys.executable, "-s", "-c", USER_SCRIPT, server.target, copy],
+                            capture_output=True, text=True, env=clean_env(copy),
+                            cwd=tmp_path, timeout=60)
+    assert result.returncode == 0 and result.stdout == "ok\n", result.stderr
+
+
+def test_wheel_carries_its_stubs(server, tmp_path):
+    copy = copy_sources(str(tmp_path / "src"))
+    dist, site = tmp_path / "dist", tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-cache-dir"]
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                    "-w", str(dist), copy], check=True, capture_output=True, timeout=120)
+    (wheel,) = dist.iterdir()
+    assert wheel.name == "layerserve_client-0.1.0-py3-none-any.whl"
+    names = zipfile.ZipFile(wheel).namelist()
+    for name in ("layerserve_client/client.py",
+                 "layerserve_client/_generated/layerserve/v1/layerserve_pb2.py",
+                 "layerserve_client/_generated/layerserve/v1/layerserve_pb2_grpc.py"):
+        assert name in names, names
+    assert not any(n.startswith(("tests/", "examples/")) for n in names), names
+    subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", str(site),
+                    str(wheel)], check=True, capture_output=True, timeout=120)
+    result = subprocess.run([sys.executable, "-s", "-c", USER_SCRIPT, server.target,
+                             str(site)], capture_output=True, text=True,
+                            env=clean_env(str(site)), cwd=tmp_path, timeout=60)
+    assert result.returncode == 0 and result.stdout == "ok\n", result.stderr

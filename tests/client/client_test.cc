@@ -1,0 +1,368 @@
+// layerserve::Client against fake LayerService servers on loopback ports the OS
+// picks: retries on UNAVAILABLE only and within the deadline, status codes and
+// messages passed through, round robin over a comma list, message size limits, and
+// the pure helpers (ChannelTarget, RetryBackoff).
+#include "client/client.h"
+
+#include <atomic>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+
+namespace layerserve::client {
+namespace {
+
+using ::layerserve::testing::StatusIs;
+using ::testing::HasSubstr;
+
+// Normalize answers `failures` calls with `failure` and then echoes the input; the
+// other methods answer fixed values so a test can tell the calls apart.
+class FakeService final : public v1::LayerService::Service {
+ public:
+  FakeService(int failures, grpc::Status failure)
+      : failures_(failures), failure_(std::move(failure)) {}
+
+  grpc::Status Normalize(grpc::ServerContext*, const v1::NormalizeRequest* request,
+                         v1::NormalizeResponse* response) override {
+    if (calls_.fetch_add(1) < failures_) return failure_;
+    *response->mutable_output() = request->input();
+    return grpc::Status::OK;
+  }
+  grpc::Status GetModel(grpc::ServerContext*, const v1::GetModelRequest* request,
+                        v1::ModelInfo* response) override {
+    ++calls_;
+    if (request->name() == "missing") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no model \"missing\"");
+    }
+    response->set_name(request->name().empty() ? "demo" : request->name());
+    response->set_hidden_size(512);
+    return grpc::Status::OK;
+  }
+
+  int calls() const { return calls_.load(); }
+
+ private:
+  const int failures_;
+  const grpc::Status failure_;
+  std::atomic<int> calls_{0};
+};
+
+// A gRPC server with a FakeService on 127.0.0.1, port picked by the OS.
+class FakeServer {
+ public:
+  explicit FakeServer(int failures = 0,
+                      grpc::Status failure = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                                          "draining"),
+                      std::shared_ptr<grpc::ServerCredentials> credentials =
+                          grpc::InsecureServerCredentials())
+      : service_(failures, std::move(failure)) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", credentials, &port_);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+  }
+  ~FakeServer() { server_->Shutdown(); }
+
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+  int calls() const { return service_.calls(); }
+
+ private:
+  FakeService service_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+// Fast retries, so tests take milliseconds.
+ClientOptions Options(const std::string& target) {
+  ClientOptions options;
+  options.target = target;
+  options.timeout = absl::Seconds(10);
+  options.retry.initial_backoff = absl::Milliseconds(1);
+  options.retry.max_backoff = absl::Milliseconds(4);
+  return options;
+}
+
+std::unique_ptr<Client> MakeClient(ClientOptions options) {
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(options));
+  EXPECT_TRUE(client.ok()) << client.status();
+  return client.ok() ? *std::move(client) : nullptr;
+}
+
+v1::NormalizeRequest Request() {
+  v1::NormalizeRequest request;
+  request.set_kind(v1::RMS_NORM);
+  request.mutable_input()->add_shape(2);
+  request.mutable_input()->set_dtype(v1::FLOAT32);
+  request.mutable_input()->set_data(std::string(8, '\x01'));
+  return request;
+}
+
+TEST(ClientTest, RetriesUnavailableThenSucceeds) {
+  FakeServer server(/*failures=*/2);
+  std::vector<RetryEvent> events;
+  ClientOptions options = Options(server.target());
+  options.on_retry = [&](const RetryEvent& e) { events.push_back(e); };
+  std::unique_ptr<Client> client = MakeClient(options);
+  absl::StatusOr<v1::NormalizeResponse> response = client->Normalize(Request());
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->output().data(), std::string(8, '\x01'));
+  EXPECT_EQ(server.calls(), 3);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_STREQ(events[0].method, "Normalize");
+  EXPECT_EQ(events[0].attempt, 1);
+  EXPECT_EQ(events[1].attempt, 2);
+  EXPECT_THAT(events[1].status, StatusIs(absl::StatusCode::kUnavailable, "draining"));
+  // Retry 2 waits initial * 2 = 2 ms, +-20% jitter.
+  EXPECT_GE(events[1].backoff, absl::Microseconds(1600));
+  EXPECT_LE(events[1].backoff, absl::Microseconds(2400));
+}
+
+TEST(ClientTest, DoesNotRetryInvalidArgument) {
+  FakeServer server(/*failures=*/1,
+                    grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "input.shape: bad"));
+  int retries = 0;
+  ClientOptions options = Options(server.target());
+  options.on_retry = [&](const RetryEvent&) { ++retries; };
+  std::unique_ptr<Client> client = MakeClient(options);
+  EXPECT_THAT(client->Normalize(Request()),
+              StatusIs(absl::StatusCode::kInvalidArgument, "input.shape: bad"));
+  EXPECT_EQ(server.calls(), 1);
+  EXPECT_EQ(retries, 0);
+}
+
+TEST(ClientTest, DoesNotRetryResourceExhausted) {
+  FakeServer server(/*failures=*/1,
+                    grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full"));
+  std::unique_ptr<Client> client = MakeClient(Options(server.target()));
+  EXPECT_THAT(client->Normalize(Request()),
+              StatusIs(absl::StatusCode::kResourceExhausted, "queue full"));
+  EXPECT_EQ(server.calls(), 1);
+}
+
+TEST(ClientTest, GivesUpAfterMaxAttempts) {
+  FakeServer server(/*failures=*/100);
+  ClientOptions options = Options(server.target());
+  options.retry.max_attempts = 3;
+  std::unique_ptr<Client> client = MakeClient(options);
+  EXPECT_THAT(client->Normalize(Request()),
+              StatusIs(absl::StatusCode::kUnavailable, "draining"));
+  EXPECT_EQ(server.calls(), 3);
+}
+
+TEST(ClientTest, PerCallRetryPolicyOverridesTheClients) {
+  FakeServer server(/*failures=*/100);
+  std::unique_ptr<Client> client = MakeClient(Options(server.target()));
+  CallOptions call;
+  call.retry = RetryPolicy{/*max_attempts=*/1};
+  EXPECT_THAT(client->Normalize(Request(), call),
+              StatusIs(absl::StatusCode::kUnavailable, "draining"));
+  EXPECT_EQ(server.calls(), 1);
+}
+
+TEST(ClientTest, NoRetryStartsPastTheDeadline) {
+  FakeServer server(/*failures=*/100);
+  ClientOptions options = Options(server.target());
+  options.retry.max_attempts = 10;
+  options.retry.initial_backoff = absl::Seconds(5);
+  options.retry.max_backoff = absl::Seconds(5);
+  std::unique_ptr<Client> client = MakeClient(options);
+  CallOptions call;
+  call.timeout = absl::Milliseconds(500);
+  const absl::Time start = absl::Now();
+  // The first backoff (4-6 s) would end past the deadline: the UNAVAILABLE of the
+  // first attempt comes back at once instead of a DEADLINE_EXCEEDED 0.5 s later.
+  EXPECT_THAT(client->Normalize(Request(), call),
+              StatusIs(absl::StatusCode::kUnavailable, "draining"));
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(400));
+  EXPECT_EQ(server.calls(), 1);
+}
+
+TEST(ClientTest, RetriesUntilAServerListens) {
+  // Nothing listens on the port at first: connection refused is UNAVAILABLE. The
+  // port is found free by a server that is then shut down.
+  int port = 0;
+  {
+    FakeServer probe;
+    port = std::stoi(probe.target().substr(probe.target().rfind(':') + 1));
+  }
+  const std::string target = "127.0.0.1:" + std::to_string(port);
+  std::vector<RetryEvent> events;
+  ClientOptions options = Options(target);
+  options.retry.max_attempts = 1000;
+  options.retry.initial_backoff = absl::Milliseconds(10);
+  options.retry.max_backoff = absl::Milliseconds(20);
+  std::unique_ptr<grpc::Server> late;
+  int started_after_attempt = 0;
+  grpc::ServerBuilder builder;
+  FakeService service(0, grpc::Status::OK);
+  options.on_retry = [&](const RetryEvent& e) {
+    events.push_back(e);
+    if (e.attempt == 3) {  // Start the server between attempts 3 and 4.
+      builder.AddListeningPort(target, grpc::InsecureServerCredentials());
+      builder.RegisterService(&service);
+      late = builder.BuildAndStart();
+      started_after_attempt = e.attempt;
+    }
+  };
+  std::unique_ptr<Client> client = MakeClient(options);
+  absl::StatusOr<v1::NormalizeResponse> response = client->Normalize(Request());
+  ASSERT_NE(late, nullptr) << "port " << port << " was taken";
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->output().data(), std::string(8, '\x01'));
+  EXPECT_EQ(started_after_attempt, 3);
+  // The wait before a retry makes gRPC reconnect at once, so attempt 4 finds the
+  // server started before it; without that gRPC would fail it fast until its own
+  // reconnect backoff (1 s) passed, many 10-20 ms retries later.
+  EXPECT_EQ(events.size(), 3u);
+  for (const RetryEvent& e : events) {
+    EXPECT_EQ(e.status.code(), absl::StatusCode::kUnavailable) << e.status;
+  }
+  late->Shutdown();
+}
+
+TEST(ClientTest, PassesErrorsThroughAndTypesEveryCall) {
+  FakeServer server;
+  std::unique_ptr<Client> client = MakeClient(Options(server.target()));
+  absl::StatusOr<v1::ModelInfo> model = client->GetModel("");
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->name(), "demo");
+  EXPECT_EQ(model->hidden_size(), 512);
+  EXPECT_THAT(client->GetModel("missing"),
+              StatusIs(absl::StatusCode::kNotFound, "no model \"missing\""));
+  // The fake does not implement Activate: gRPC's UNIMPLEMENTED, not retried.
+  EXPECT_THAT(client->Activate(v1::ActivateRequest()),
+              StatusIs(absl::StatusCode::kUnimplemented, ::testing::_));
+}
+
+TEST(ClientTest, HealthOfAServerWithoutHealthServiceIsUnimplemented) {
+  FakeServer server;  // No grpc.health.v1 service registered.
+  std::unique_ptr<Client> client = MakeClient(Options(server.target()));
+  EXPECT_THAT(client->Health(), StatusIs(absl::StatusCode::kUnimplemented, ::testing::_));
+}
+
+TEST(ClientTest, RoundRobinOverACommaList) {
+  FakeServer a, b;
+  std::unique_ptr<Client> client =
+      MakeClient(Options(a.target() + "," + b.target()));
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(client->Normalize(Request()).ok());
+  }
+  // round_robin alternates over ready connections; both must have served.
+  EXPECT_EQ(a.calls() + b.calls(), 20);
+  EXPECT_GE(a.calls(), 5);
+  EXPECT_GE(b.calls(), 5);
+}
+
+TEST(ClientTest, MaxMessageBytesLimitsWhatIsSent) {
+  FakeServer server;
+  ClientOptions options = Options(server.target());
+  options.max_message_bytes = 1000;
+  std::unique_ptr<Client> client = MakeClient(options);
+  v1::NormalizeRequest request = Request();
+  request.mutable_input()->set_data(std::string(2000, '\0'));
+  EXPECT_THAT(client->Normalize(request),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("larger than max")));
+  EXPECT_EQ(server.calls(), 0);
+}
+
+TEST(ClientTest, CreateRejectsBadOptions) {
+  ClientOptions options;
+  options.retry.max_attempts = 0;
+  EXPECT_THAT(Client::Create(options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_attempts")));
+  options = ClientOptions();
+  options.retry.jitter = 1.5;
+  EXPECT_THAT(Client::Create(options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("jitter")));
+  options = ClientOptions();
+  options.target = "10.0.0.1:1,server.example:2";
+  EXPECT_THAT(Client::Create(options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dns:///")));
+}
+
+std::string ReadTestFile(const std::string& name) {
+  std::ifstream file(std::string(LAYERSERVE_SOURCE_DIR) + "/tests/client/data/tls/" + name);
+  std::stringstream text;
+  text << file.rdbuf();
+  EXPECT_FALSE(text.str().empty()) << name;
+  return text.str();
+}
+
+// tests/client/data/tls: a self-signed certificate for localhost and 127.0.0.1,
+// valid until 2126, made with
+//   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes
+//     -keyout server.key -out server.crt -days 36500 -subj /CN=localhost
+//     -addext subjectAltName=DNS:localhost,IP:127.0.0.1
+TEST(ClientTest, TlsCredentials) {
+  grpc::SslServerCredentialsOptions server_tls;
+  server_tls.pem_key_cert_pairs.push_back(
+      {ReadTestFile("server.key"), ReadTestFile("server.crt")});
+  FakeServer server(0, grpc::Status::OK, grpc::SslServerCredentials(server_tls));
+
+  grpc::SslCredentialsOptions client_tls;
+  client_tls.pem_root_certs = ReadTestFile("server.crt");
+  ClientOptions options = Options(server.target());
+  options.credentials = grpc::SslCredentials(client_tls);
+  std::unique_ptr<Client> client = MakeClient(options);
+  absl::StatusOr<v1::NormalizeResponse> response = client->Normalize(Request());
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->output().data(), std::string(8, '\x01'));
+
+  // Plaintext to a TLS port never gets an answer: UNAVAILABLE, retried, and the
+  // server's handler never runs.
+  std::unique_ptr<Client> plain = MakeClient(Options(server.target()));
+  EXPECT_THAT(plain->Normalize(Request()),
+              StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
+  EXPECT_EQ(server.calls(), 1);
+}
+
+TEST(ChannelTargetTest, CommaListsBecomeIpUris) {
+  EXPECT_EQ(*ChannelTarget("127.0.0.1:50051"), "127.0.0.1:50051");
+  EXPECT_EQ(*ChannelTarget("layerserve:50051"), "layerserve:50051");
+  EXPECT_EQ(*ChannelTarget("dns:///layerserve-headless:50051"),
+            "dns:///layerserve-headless:50051");
+  EXPECT_EQ(*ChannelTarget("10.0.0.1:1, 10.0.0.2:2"), "ipv4:10.0.0.1:1,10.0.0.2:2");
+  EXPECT_EQ(*ChannelTarget("ipv4:10.0.0.1:1,10.0.0.2:2"), "ipv4:10.0.0.1:1,10.0.0.2:2");
+  EXPECT_EQ(*ChannelTarget("[::1]:1,[fe80::2]:2"), "ipv6:[::1]:1,[fe80::2]:2");
+  EXPECT_THAT(ChannelTarget("10.0.0.1:1,[::1]:2"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("all IPv4")));
+  EXPECT_THAT(ChannelTarget("10.0.0.1,10.0.0.2"),  // No ports.
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_THAT(ChannelTarget("10.0.0.256:1,10.0.0.2:2"),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_THAT(ChannelTarget(" "), StatusIs(absl::StatusCode::kInvalidArgument, "the target is empty"));
+}
+
+TEST(RetryBackoffTest, GrowsExponentiallyWithBoundedJitter) {
+  auto ms = [](absl::Duration d) { return absl::ToDoubleMilliseconds(d); };
+  RetryPolicy policy;  // 50 ms, x2, max 2 s, jitter 0.2.
+  EXPECT_NEAR(ms(RetryBackoff(policy, 1, 0.5)), 50, 1e-6);
+  EXPECT_NEAR(ms(RetryBackoff(policy, 2, 0.5)), 100, 1e-6);
+  EXPECT_NEAR(ms(RetryBackoff(policy, 3, 0.5)), 200, 1e-6);
+  EXPECT_NEAR(ms(RetryBackoff(policy, 6, 0.5)), 1600, 1e-6);
+  EXPECT_NEAR(ms(RetryBackoff(policy, 7, 0.5)), 2000, 1e-6);  // Capped.
+  EXPECT_NEAR(ms(RetryBackoff(policy, 1000, 0.5)), 2000, 1e-6);
+  EXPECT_NEAR(ms(RetryBackoff(policy, 1, 0.0)), 40, 1e-6);  // -20%
+  EXPECT_NEAR(ms(RetryBackoff(policy, 2, 1.0)), 120, 1e-6);  // +20%
+  policy.jitter = 0;
+  EXPECT_NEAR(ms(RetryBackoff(policy, 2, 0.9)), 100, 1e-6);
+}
+
+TEST(FromGrpcStatusTest, KeepsCodeAndMessage) {
+  EXPECT_THAT(FromGrpcStatus(grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "layer 9")),
+              StatusIs(absl::StatusCode::kOutOfRange, "layer 9"));
+  EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK).ok());
+}
+
+}  // namespace
+}  // namespace layerserve::client

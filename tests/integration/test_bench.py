@@ -1,0 +1,127 @@
+"""layerserve-bench end to end against the real server: the number of requests it
+reports equals the server's own count (layerserve_requests_total in /metrics),
+both as the bench reads it and as an outside scrape sees it; closed-loop sweeps,
+open loop, errors by status code, and every request kind."""
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import CLI
+
+BENCH = os.environ.get("LAYERSERVE_BENCH",
+                       os.path.join(os.path.dirname(CLI), "layerserve-bench"))
+
+
+def run_bench(*args, timeout=120):
+    return subprocess.run([BENCH, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def requests_total(server, method):
+    """layerserve_requests_total{method=...} by code, from an outside scrape."""
+    counts = {}
+    for m in re.finditer(r'^layerserve_requests_total\{code="([A-Z_]+)",method="%s"\} (\S+)$'
+                         % method, server.metrics(), re.M):
+        counts[m.group(1)] = float(m.group(2))
+    return counts
+
+
+def delta(after, before):
+    return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+
+
+def bench_json(server, *args):
+    result = run_bench("--target", server.target, "--metrics-url", server.metrics_url,
+                       "--json", *args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads(result.stdout)
+
+
+def test_request_count_agrees_with_the_server(server):
+    before = requests_total(server, "Normalize")
+    report = bench_json(server, "--method", "normalize", "--shape", "4,256",
+                        "--concurrency", "4", "--requests", "300", "--warmup", "200ms")
+    assert report["rpc"] == "Normalize"
+    assert report["mode"] == "closed" and report["requests_per_level"] == 300
+    [level] = report["levels"]
+    assert level["concurrency"] == 4
+    assert level["requests"] == 300 and level["ok"] == 300 and level["errors"] == {}
+    # The bench's own scrapes bracket the measured requests only...
+    assert level["server"]["requests_total"] == {"OK": 300}
+    # ...and an outside scrape sees them plus the warm-up.
+    assert level["warmup_requests"] > 0
+    assert delta(requests_total(server, "Normalize"), before) == {
+        "OK": 300 + level["warmup_requests"]}
+    lat = level["latency_ms"]
+    assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
+    assert level["throughput_rps"] == pytest.approx(300 / level["elapsed_s"])
+    # The server does not export batch sizes yet: reported as null, not a number.
+    if "layerserve_batch_size_count" not in server.metrics():
+        assert level["server"]["mean_batch_size"] is None
+    else:
+        assert level["server"]["mean_batch_size"] >= 1
+
+
+def test_concurrency_sweep_without_warmup(server):
+    before = requests_total(server, "Activate")
+    report = bench_json(server, "--method", "activate", "--activation", "swiglu",
+                        "--shape", "2,64", "--wire-dtype", "bfloat16", "--concurrency",
+                        "1,8", "--channels", "2", "--requests", "120", "--warmup", "0s")
+    assert report["channels"] == 2
+    assert [l["concurrency"] for l in report["levels"]] == [1, 8]
+    for level in report["levels"]:
+        assert level["requests"] == 120 and level["ok"] == 120
+        assert level["warmup_requests"] == 0
+        assert level["server"]["requests_total"] == {"OK": 120}
+    assert delta(requests_total(server, "Activate"), before) == {"OK": 240}
+
+
+def test_open_loop_constant_rate(server):
+    before = requests_total(server, "PositionalEncode")
+    report = bench_json(server, "--method", "rope", "--shape", "1,4,8,32", "--rate", "200",
+                        "--distribution", "constant", "--requests", "40", "--warmup", "0s")
+    [level] = report["levels"]
+    assert level["mode"] == "open" and level["rate"] == 200
+    assert level["requests"] == 40 and level["ok"] == 40
+    # The last of 40 requests is scheduled at 39/200 s: the run cannot be shorter.
+    assert level["elapsed_s"] >= 0.195
+    assert level["throughput_rps"] < 220
+    assert delta(requests_total(server, "PositionalEncode"), before) == {"OK": 40}
+
+
+def test_errors_are_counted_by_code(server):
+    before = requests_total(server, "GetModel")
+    result = run_bench("--target", server.target, "--metrics-url", server.metrics_url,
+                       "--json", "--method", "get-model", "--model", "no-such-model",
+                       "--requests", "25", "--warmup", "0s", "--concurrency", "2")
+    assert result.returncode == 2  # Some requests failed; the report is still printed.
+    [level] = json.loads(result.stdout)["levels"]
+    assert level["requests"] == 25 and level["ok"] == 0
+    assert level["errors"] == {"NOT_FOUND": 25}
+    assert level["server"]["requests_total"] == {"NOT_FOUND": 25}
+    assert delta(requests_total(server, "GetModel"), before) == {"NOT_FOUND": 25}
+
+
+def test_block_forward_table_output(server):
+    result = run_bench("--target", server.target, "--metrics-url", server.metrics_url,
+                       "--method", "block-forward", "--batch", "2", "--tokens", "4",
+                       "--requests", "10", "--warmup", "0s")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("layerserve-bench: BlockForward demo 1 layer(s), "
+                               "hidden [2,4,512] FLOAT32")
+    assert lines[1].split()[:3] == ["concurrency", "requests", "errors"]
+    row = lines[2].split()
+    assert row[:3] == ["1", "10", "0"]
+    assert "concurrency 1: server requests_total OK 10" in lines
+
+
+def test_bad_arguments_exit_1(server):
+    result = run_bench("--target", server.target, "--rate", "10", "--concurrency", "2")
+    assert result.returncode == 1
+    assert "exclude each other" in result.stderr
+    result = run_bench("--target", server.target, "--method", "rope", "--shape", "8,768")
+    assert result.returncode == 1
+    assert "needs a --shape of 4 dims" in result.stderr
