@@ -1,0 +1,22 @@
+"""The metric names layerserve exports (DESIGN.md, "Metrics"), as Prometheus
+stores them, and the names a PromQL expression refers to. Alerts and dashboard
+panels may only use these, so a typo or a renamed metric fails the tests."""
+import re
+
+_COUNTERS = ["requests_total", "request_bytes_total", "response_bytes_total",
+             "nonfinite_values_total", "saturated_values_total", "zero_variance_rows_total"]
+_GAUGES = ["queue_depth", "inflight_requests", "build_info"]
+_HISTOGRAMS = ["request_duration_seconds", "queue_duration_seconds",
+               "compute_duration_seconds", "batch_size", "batch_rows", "output_abs_max",
+               "output_rms", "attention_entropy_nats"]
+
+DESIGN_METRICS = (
+    {f"layerserve_{n}" for n in _COUNTERS + _GAUGES}
+    | {f"layerserve_{n}{s}" for n in _HISTOGRAMS for s in ("_bucket", "_sum", "_count")})
+
+_NAME = re.compile(r"\blayerserve_[a-z_]+\b|\bup(?=\s*\{)")
+
+
+def referenced_metrics(expr):
+    """Metric names in a PromQL expression (layerserve_* and up)."""
+    return set(_NAME.findall(expr))

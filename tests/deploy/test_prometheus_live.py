@@ -1,0 +1,223 @@
+"""A real Prometheus (Debian's binary) on loopback, with deploy/prometheus's config
+and alert rules, scrapes a running layerserve while the test sends traffic. Its HTTP
+API must then report exactly the calls made, a latency quantile through
+histogram_quantile, healthy rules, and answer every Grafana panel's query
+(deploy/grafana): a query that errors fails, and so does one that returns nothing
+although the server has samples of all its metrics. Queries on metrics without
+samples yet (not exported yet, or no such event in this traffic) are listed in
+deploy-dashboard-empty-queries.txt in the test's build folder."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+import yaml
+
+from conftest import DEPLOY_DIR, ServerProcess, checked_normalize, wait_for, wire
+from layerserve.v1 import layerserve_pb2 as pb
+from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
+from metric_names import DESIGN_METRICS, referenced_metrics
+
+OK_CALLS = 40
+BAD_CALLS = 5
+_LISTENING = re.compile(r'msg="Listening on" address=(\S+)')
+
+
+class Prometheus:
+    """deploy/prometheus/ run from a copy whose scrape interval is 1 s and whose
+    file-discovery target is `metrics_target`; the OS picks the web port."""
+
+    def __init__(self, tmp_path, metrics_target):
+        root = tmp_path / "prometheus"
+        shutil.copytree(DEPLOY_DIR / "prometheus", root)
+        config = yaml.safe_load((root / "prometheus.yml").read_text())
+        config["global"]["scrape_interval"] = "1s"
+        config["global"]["evaluation_interval"] = "1s"
+        (root / "prometheus.yml").write_text(yaml.safe_dump(config))
+        for old in (root / "targets").glob("*.json"):
+            old.unlink()
+        (root / "targets" / "ci.json").write_text(json.dumps(
+            [{"targets": [metrics_target], "labels": {"deployment": "ci"}}]))
+        self.log = tmp_path / "prometheus.log"
+        self.proc = subprocess.Popen(
+            ["prometheus", f"--config.file={root / 'prometheus.yml'}",
+             f"--storage.tsdb.path={tmp_path / 'data'}", "--web.listen-address=127.0.0.1:0",
+             "--log.level=info"],
+            stdout=subprocess.DEVNULL, stderr=self.log.open("w"), cwd=root)
+        assert wait_for(lambda: _LISTENING.search(self.log.read_text()), timeout=30), \
+            self.log.read_text()
+        self.url = "http://" + _LISTENING.search(self.log.read_text()).group(1)
+
+    def api(self, path, **params):
+        url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return json.load(response)
+        except urllib.error.HTTPError as e:  # 400/422 for bad queries: keep the body
+            return json.load(e)
+
+    def query(self, expr):
+        reply = self.api("query", query=expr)
+        assert reply["status"] == "success", (expr, reply)
+        return reply["data"]["result"]
+
+    def stop(self):
+        self.proc.terminate()
+        return self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def scraped():
+    """A server that has answered OK_CALLS good and BAD_CALLS bad calls, and a
+    Prometheus that has scraped it after the last one. Yields (prometheus, server,
+    slowest client-side latency in seconds)."""
+    server = ServerProcess()
+    tmp_path = Path(os.environ.get("TMPDIR", "/tmp"))
+    workdir = Path(subprocess.check_output(["mktemp", "-d", str(tmp_path / "prom.XXXXXX")],
+                                           text=True).strip())
+    prometheus = Prometheus(workdir, server.metrics_url.split("/")[2])
+    rng = np.random.default_rng(3)
+    slowest = 0.0
+    total = 'sum(layerserve_requests_total{method="Normalize"})'
+
+    def scraped_total(n):
+        return wait_for(lambda: [float(r["value"][1]) for r in prometheus.query(total)] == [n],
+                        timeout=30)
+
+    with grpc.insecure_channel(server.target) as channel:
+        stub = pb_grpc.LayerServiceStub(channel)
+        # Series appear with their first call; rate() needs a scrape of them before
+        # the traffic it measures.
+        checked_normalize(stub, rng)
+        assert scraped_total(1)
+        for _ in range(OK_CALLS - 1):
+            start = time.monotonic()
+            checked_normalize(stub, rng)
+            slowest = max(slowest, time.monotonic() - start)
+        for _ in range(BAD_CALLS):
+            # 3x5 floats need 60 bytes, not 56: INVALID_ARGUMENT, never computed.
+            bad = pb.Tensor(shape=[3, 5], dtype=pb.FLOAT32, data=b"\0" * 56)
+            with pytest.raises(grpc.RpcError) as error:
+                stub.Normalize(pb.NormalizeRequest(kind=pb.LAYER_NORM, input=bad), timeout=10)
+            assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # Scrapes every second; wait for one that has seen every call.
+    assert scraped_total(OK_CALLS + BAD_CALLS)
+    yield prometheus, server, slowest
+    assert prometheus.stop() == 0, prometheus.log.read_text()[-2000:]
+    assert server.stop() == 0, server.output()
+    shutil.rmtree(workdir)
+
+
+def test_counts_every_call_by_method_and_code(scraped):
+    prometheus, _, _ = scraped
+    result = prometheus.query('layerserve_requests_total{method="Normalize"}')
+    by_code = {r["metric"]["code"]: float(r["value"][1]) for r in result}
+    assert by_code == {"OK": OK_CALLS, "INVALID_ARGUMENT": BAD_CALLS}
+    assert {r["metric"]["job"] for r in result} == {"layerserve"}
+    assert {r["metric"]["deployment"] for r in result} == {"ci"}  # from the file SD labels
+    up = prometheus.query('up{job="layerserve"}')
+    assert [float(r["value"][1]) for r in up] == [1.0]
+
+
+def test_latency_quantile_from_the_histogram(scraped):
+    prometheus, _, slowest = scraped
+    count = prometheus.query('sum(layerserve_request_duration_seconds_count{method="Normalize"})')
+    assert float(count[0]["value"][1]) == OK_CALLS + BAD_CALLS
+    for phi in (0.5, 0.99):
+        result = prometheus.query(
+            f'histogram_quantile({phi}, sum by (le) (rate('
+            f'layerserve_request_duration_seconds_bucket{{method="Normalize"}}[1m])))')
+        value = float(result[0]["value"][1])
+        # Server time is part of the client's; interpolation within a bucket can
+        # overshoot up to that bucket's upper bound (buckets at most 2.5x apart).
+        assert 0 < value <= 2.5 * slowest, (phi, value, slowest)
+
+
+def test_alert_rules_load_and_evaluate_without_errors(scraped):
+    prometheus, _, _ = scraped
+    groups = prometheus.api("rules")["data"]["groups"]
+    rules = [r for g in groups for r in g["rules"]]
+    assert len(rules) == 5
+    assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
+    firing = [a for a in prometheus.api("alerts")["data"]["alerts"] if a["state"] == "firing"]
+    # A healthy server with 5 client errors out of 45 calls pages nobody.
+    assert firing == []
+
+
+def _dashboard_queries():
+    dashboard = json.loads((DEPLOY_DIR / "grafana" / "layerserve-dashboard.json").read_text())
+    queries = []
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            queries.append((panel["title"], target["refId"], target["expr"]))
+    variable = dashboard["templating"]["list"][1]["query"]["query"]
+    return queries, variable
+
+
+def _as_grafana_would(expr):
+    """Grafana's template variables as it substitutes them: the Replica variable's
+    "All" value and a rate interval of 4 scrape intervals."""
+    return expr.replace("$__rate_interval", "1m").replace("$instance", ".*")
+
+
+def test_every_dashboard_query_runs(scraped):
+    prometheus, server, _ = scraped
+    queries, variable = _dashboard_queries()
+    # The Replica variable lists the scraped replica.
+    label_values = re.fullmatch(r"label_values\((\w+), (\w+)\)", variable)
+    replicas = prometheus.api(f"label/{label_values.group(2)}/values",
+                              **{"match[]": label_values.group(1)})["data"]
+    assert len(replicas) == 1
+
+    # Metrics the server has samples of: a query on only these must return data.
+    exported = {m.group(1) for m in re.finditer(r"^(layerserve_\w+?)(?:\{| )",
+                                                  server.metrics(), re.M)}
+    empty = []
+    for title, ref, expr in queries:
+        result = prometheus.query(_as_grafana_would(expr))  # fails on a query error
+        names = referenced_metrics(expr)
+        assert names - {"up"} <= DESIGN_METRICS, (title, names - DESIGN_METRICS)
+        if not result:
+            missing = sorted(names - exported - {"up"})
+            # Only metrics without samples on the server yet may leave it silent.
+            assert missing, f"{title} {ref} returned nothing: {expr}"
+            empty.append((title, ref, missing))
+    report = Path(os.environ.get("LAYERSERVE_DEPLOY_NPM_DIR", "/tmp")).parent / \
+        "deploy-dashboard-empty-queries.txt"
+    report.write_text("".join(f"{t} [{r}]: no series yet ({', '.join(n)})\n"
+                              for t, r, n in empty))
+    print(f"{len(queries)} dashboard queries ran, {len(empty)} returned no series "
+          f"(listed in {report})")
+    assert len(empty) < len(queries)
+
+
+def test_a_nan_output_fires_the_nonfinite_alert(scraped):
+    """Last in this module (the alert stays firing for 5 minutes): a LayerNorm row
+    holding a NaN comes back all NaN, and the real rule fires on the real counter."""
+    prometheus, server, _ = scraped
+    x = np.ones((2, 8), np.float32)
+    x[0, 3] = np.nan
+    with grpc.insecure_channel(server.target) as channel:
+        reply = pb_grpc.LayerServiceStub(channel).Normalize(
+            pb.NormalizeRequest(kind=pb.LAYER_NORM, input=wire.array_tensor(x, "float32")),
+            timeout=10)
+    got = wire.values(reply.output).reshape(2, 8)
+    assert np.isnan(got[0]).all()
+    assert np.array_equal(got[1], np.zeros(8))  # a constant row normalizes to 0
+
+    def firing():
+        return [a for a in prometheus.api("alerts")["data"]["alerts"] if a["state"] == "firing"]
+
+    assert wait_for(firing, timeout=30), prometheus.api("alerts")
+    [alert] = firing()
+    assert alert["labels"] == {"alertname": "LayerserveNonFiniteOutput", "method": "Normalize",
+                               "kind": "nan", "severity": "page"}
+    assert alert["annotations"]["description"].startswith("8 non-finite (nan) output values")
