@@ -14,16 +14,11 @@
 #include "hwy/highway.h"
 #include "kernels/value_stats.h"
 
-HWY_BEFORE_NAMESPACE();
+// Once, not per target: the scalar step shared by the vector loop's tails and
+// redone chunks and by the reference.
+#ifndef LAYERSERVE_KERNELS_VALUE_STATS_ACCOUNT_
+#define LAYERSERVE_KERNELS_VALUE_STATS_ACCOUNT_
 namespace layerserve::kernels {
-namespace HWY_NAMESPACE {
-namespace {
-
-namespace hn = hwy::HWY_NAMESPACE;
-
-constexpr int64_t kChunk = 4096;
-
-// Scalar statistics of one value, for tails and chunks with non-finite values.
 inline void Account(float v, ValueStats& s) {
   if (std::isnan(v)) {
     ++s.nan;
@@ -34,6 +29,17 @@ inline void Account(float v, ValueStats& s) {
     s.sum_squares += static_cast<double>(v) * v;
   }
 }
+}  // namespace layerserve::kernels
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace layerserve::kernels {
+namespace HWY_NAMESPACE {
+namespace {
+
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr int64_t kChunk = 4096;
 
 template <bool kCopy>
 ValueStats StatsPass(const float* HWY_RESTRICT x, int64_t n, float* HWY_RESTRICT y) {
@@ -104,17 +110,7 @@ ValueStats CopyWithValueStats(const float* x, int64_t n, float* y) {
 ValueStats ValueStatsReference(const float* x, int64_t n) {
   ValueStats s;
   s.count = n;
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    if (std::isnan(v)) {
-      ++s.nan;
-    } else if (std::isinf(v)) {
-      ++s.inf;
-    } else {
-      s.abs_max = std::max(s.abs_max, std::fabs(v));
-      s.sum_squares += static_cast<double>(v) * v;
-    }
-  }
+  for (int64_t i = 0; i < n; ++i) Account(x[i], s);
   return s;
 }
 
