@@ -266,3 +266,23 @@ def test_byte_cap_evicts_the_least_recently_used_session():
                         <= 2 * block)
     finally:
         stopped(process, channel)
+
+
+def test_bfloat16_cache_holds_half_the_bytes_and_stays_close():
+    process, channel, stub = started("--kv-cache-dtype=bfloat16")
+    try:
+        x = np.random.default_rng(11).standard_normal((PREFIX + STEPS, 512))
+        x = x.astype(np.float32)
+        whole = values(forward(stub, x, num_layers=4).hidden_states).reshape(x.shape)
+        s = stub.OpenSession(pb.OpenSessionRequest(num_layers=4)).session_id
+        got = [values(forward(stub, x[:PREFIX], session_id=s).hidden_states)]
+        for t in range(PREFIX, PREFIX + STEPS):
+            got.append(values(forward(stub, x[t:t + 1], session_id=s).hidden_states))
+        got = np.concatenate(got).reshape(x.shape)
+        # Keys and values rounded to bfloat16 (8 bits of mantissa) before attention.
+        bound = 2e-2 * np.maximum(1.0, np.abs(whole))
+        assert np.all(np.abs(got - whole) <= bound), np.max(np.abs(got - whole) / bound)
+        # One 64-token block per layer: 4 layers x keys and values x 64 x 128 x 2 bytes.
+        assert process.metric_value("layerserve_kv_cache_bytes") == 4 * 2 * 64 * 128 * 2
+    finally:
+        stopped(process, channel)
