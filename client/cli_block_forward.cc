@@ -41,6 +41,7 @@ int RunBlockForward(Client& client, const FlagValues& flags) {
     request.set_causal(*causal);
   }
   request.set_want_attention_stats(flags.count("attention-stats") != 0);
+  request.set_session_id(FlagOr(flags, "session", ""));
   absl::StatusOr<TensorFormats> formats = ParseTensorFormats(flags);
   if (!formats.ok()) return UsageError(formats.status().message());
   v1::DataType wire = formats->wire;
@@ -70,6 +71,10 @@ int RunBlockForward(Client& client, const FlagValues& flags) {
       }
     }
     extra["attention_stats"] = stats;
+  }
+  if (!request.session_id().empty()) {
+    extra["session_length"] = response->session_length();
+    if (!json) std::cout << "session_length: " << response->session_length() << "\n";
   }
   PrintWritten(written, json, extra);
   return kExitOk;

@@ -21,6 +21,9 @@ int RunActivate(Client& client, const FlagValues& flags);
 int RunPositionalEncode(Client& client, const FlagValues& flags);
 // cli_block_forward.cc
 int RunBlockForward(Client& client, const FlagValues& flags);
+// cli_session.cc
+int RunOpenSession(Client& client, const FlagValues& flags);
+int RunCloseSession(Client& client, const FlagValues& flags);
 
 }  // namespace layerserve::client
 

@@ -104,9 +104,19 @@ const std::vector<Command>& Commands() {
         {"positions", true},
         {"sequence-lengths", true},
         {"causal", true},
-        {"attention-stats", false}},
+        {"attention-stats", false},
+        {"session", true}},
        true,
        &RunBlockForward},
+      {"open-session",
+       {{"model", true},
+        {"layer-start", true},
+        {"num-layers", true},
+        {"max-length", true},
+        {"json", false}},
+       false,
+       &RunOpenSession},
+      {"close-session", {{"session", true}}, false, &RunCloseSession},
   };
   return *commands;
 }

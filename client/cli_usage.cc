@@ -57,8 +57,19 @@ Commands:
   block-forward --input H.npy --out Y.npy [--model NAME] [--layer-start L]
                 [--num-layers N] [--position-offset P | --positions P0,...]
                 [--sequence-lengths L0,L1,...] [--causal true|false]
-                [--attention-stats]
+                [--attention-stats] [--session ID]
       Hidden states [B, T, D] or [T, D] through N blocks (default 1) from L.
+      With --session: H is [T, D] (one sequence), its keys and values are
+      appended to the session's cache, positions continue from the cached length
+      (unless given), and the new cached length is printed (session_length).
+      Not retried (a retry could append twice).
+  open-session [--model NAME] [--layer-start L] [--num-layers N]
+               [--max-length M] [--json]
+      Opens a KV-cache session for N blocks (default 1) from L, holding up to
+      M tokens (default: the model's maximum). Prints the session id (with --json
+      also its ttlMs: it expires after that long without a call).
+  close-session --session ID
+      Closes the session and frees its cache.
   help
       This text.
 

@@ -62,6 +62,18 @@ absl::Status ValidateRetry(const RetryPolicy& p) {
   return absl::OkStatus();
 }
 
+// gRPC sends only printable ASCII in a text header; a session id of the server's
+// is one ("<replica>.<hex>").
+absl::Status CheckSessionId(absl::string_view id) {
+  for (char c : id) {
+    if (c < 0x20 || c > 0x7e) {
+      return absl::InvalidArgumentError(
+          "session_id: a session id is printable ASCII (as OpenSession returns it)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Duration RetryBackoff(const RetryPolicy& policy, int retry, double unit) {
@@ -221,13 +233,40 @@ absl::StatusOr<v1::PositionalEncodeResponse> Client::PositionalEncode(
 
 absl::StatusOr<v1::BlockForwardResponse> Client::BlockForward(
     const v1::BlockForwardRequest& request, const CallOptions& call) {
+  const std::string& session = request.session_id();
+  if (absl::Status s = CheckSessionId(session); !s.ok()) return s;
+  CallOptions once = call;
+  if (!session.empty()) once.retry = RetryPolicy{/*max_attempts=*/1};
   v1::BlockForwardResponse response;
-  absl::Status status = Call("BlockForward", call, [&](grpc::ClientContext* context) {
+  absl::Status status = Call("BlockForward", once, [&](grpc::ClientContext* context) {
+    if (!session.empty()) context->AddMetadata(kSessionHeader, session);
     response.Clear();
     return stub_->BlockForward(context, request, &response);
   });
   if (!status.ok()) return status;
   return response;
+}
+
+absl::StatusOr<v1::OpenSessionResponse> Client::OpenSession(
+    const v1::OpenSessionRequest& request, const CallOptions& call) {
+  v1::OpenSessionResponse response;
+  absl::Status status = Call("OpenSession", call, [&](grpc::ClientContext* context) {
+    response.Clear();
+    return stub_->OpenSession(context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::Status Client::CloseSession(absl::string_view session_id, const CallOptions& call) {
+  if (absl::Status s = CheckSessionId(session_id); !s.ok()) return s;
+  v1::CloseSessionRequest request;
+  request.set_session_id(std::string(session_id));
+  v1::CloseSessionResponse response;
+  return Call("CloseSession", call, [&](grpc::ClientContext* context) {
+    context->AddMetadata(kSessionHeader, request.session_id());
+    return stub_->CloseSession(context, request, &response);
+  });
 }
 
 absl::StatusOr<v1::ListModelsResponse> Client::ListModels(const CallOptions& call) {

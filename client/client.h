@@ -37,6 +37,13 @@
 
 namespace layerserve::client {
 
+// The metadata header in which session calls carry their session id, so that a
+// load balancer can send every call of a session to the replica that opened it
+// (deploy/nginx/nginx.conf; docs/OPERATIONS.md "Sessions and load balancing"). This
+// Client balances a multi-address target round robin with no affinity: session
+// calls need one address (a replica, or a balancer that hashes this header).
+inline constexpr char kSessionHeader[] = "x-layerserve-session";
+
 // When and how often a call that failed with UNAVAILABLE is tried again.
 struct RetryPolicy {
   // Attempts in total, the first included: 1 disables retries.
@@ -109,8 +116,21 @@ class Client {
                                                 const CallOptions& call = {});
   absl::StatusOr<v1::PositionalEncodeResponse> PositionalEncode(
       const v1::PositionalEncodeRequest& request, const CallOptions& call = {});
+  // With request.session_id set, the call also carries the session id in the
+  // kSessionHeader metadata (for load-balancer affinity) and is made once, never
+  // retried: it appends to the session's KV cache, so an attempt whose answer was
+  // lost may have appended already, and a retry would append twice.
   absl::StatusOr<v1::BlockForwardResponse> BlockForward(
       const v1::BlockForwardRequest& request, const CallOptions& call = {});
+  // Opens a KV-cache session on the replica the call reaches. Retried on
+  // UNAVAILABLE like the other calls (an attempt whose answer was lost leaves a
+  // session nobody uses, which expires after its ttl_ms).
+  absl::StatusOr<v1::OpenSessionResponse> OpenSession(
+      const v1::OpenSessionRequest& request, const CallOptions& call = {});
+  // Closes a session and frees its cache; carries kSessionHeader. NOT_FOUND if the
+  // session is unknown, closed, expired or evicted. Retried on UNAVAILABLE (a retry
+  // after a lost answer then reports NOT_FOUND).
+  absl::Status CloseSession(absl::string_view session_id, const CallOptions& call = {});
   absl::StatusOr<v1::ListModelsResponse> ListModels(const CallOptions& call = {});
   // `name` empty = the server's default model. NOT_FOUND for an unknown model.
   absl::StatusOr<v1::ModelInfo> GetModel(absl::string_view name,

@@ -1,12 +1,14 @@
 // layerserve::Client against fake LayerService servers on loopback ports the OS
 // picks: retries on UNAVAILABLE only and within the deadline, status codes and
-// messages passed through, round robin over a comma list, message size limits, and
+// messages passed through, round robin over a comma list, message size limits,
+// session calls (header sent, session steps never retried), and
 // the pure helpers (ChannelTarget, RetryBackoff).
 #include "client/client.h"
 
 #include <atomic>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -49,9 +51,58 @@ class FakeService final : public v1::LayerService::Service {
     return grpc::Status::OK;
   }
 
+  // Sessions: BlockForward fails like Normalize, then answers the number of the
+  // call as session_length; each method records the session header it got.
+  grpc::Status BlockForward(grpc::ServerContext* context,
+                            const v1::BlockForwardRequest* request,
+                            v1::BlockForwardResponse* response) override {
+    Record(context);
+    const int n = calls_.fetch_add(1);
+    if (n < failures_) return failure_;
+    *response->mutable_hidden_states() = request->hidden_states();
+    response->set_session_length(n + 1);
+    return grpc::Status::OK;
+  }
+  grpc::Status OpenSession(grpc::ServerContext* context,
+                           const v1::OpenSessionRequest* request,
+                           v1::OpenSessionResponse* response) override {
+    Record(context);
+    ++calls_;
+    response->set_session_id("replica-1." + request->model());
+    response->set_ttl_ms(300000);
+    return grpc::Status::OK;
+  }
+  grpc::Status CloseSession(grpc::ServerContext* context,
+                            const v1::CloseSessionRequest* request,
+                            v1::CloseSessionResponse*) override {
+    Record(context);
+    ++calls_;
+    if (request->session_id() != "replica-1.open") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          "no session \"" + request->session_id() + "\"");
+    }
+    return grpc::Status::OK;
+  }
+
   int calls() const { return calls_.load(); }
+  // The x-layerserve-session header of each call to a session method, "-" if absent.
+  std::vector<std::string> headers() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return headers_;
+  }
 
  private:
+  void Record(grpc::ServerContext* context) {
+    const auto& metadata = context->client_metadata();
+    auto it = metadata.find(kSessionHeader);
+    std::lock_guard<std::mutex> lock(mu_);
+    headers_.push_back(it == metadata.end() ? "-"
+                                            : std::string(it->second.data(),
+                                                          it->second.size()));
+  }
+
+  mutable std::mutex mu_;
+  std::vector<std::string> headers_;
   const int failures_;
   const grpc::Status failure_;
   std::atomic<int> calls_{0};
@@ -75,6 +126,7 @@ class FakeServer {
 
   std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
   int calls() const { return service_.calls(); }
+  std::vector<std::string> headers() const { return service_.headers(); }
 
  private:
   FakeService service_;
@@ -242,6 +294,69 @@ TEST(ClientTest, PassesErrorsThroughAndTypesEveryCall) {
   // The fake does not implement Activate: gRPC's UNIMPLEMENTED, not retried.
   EXPECT_THAT(client->Activate(v1::ActivateRequest()),
               StatusIs(absl::StatusCode::kUnimplemented, ::testing::_));
+}
+
+v1::BlockForwardRequest SessionStep(const std::string& session_id) {
+  v1::BlockForwardRequest request;
+  request.set_session_id(session_id);
+  request.mutable_hidden_states()->add_shape(1);
+  request.mutable_hidden_states()->add_shape(2);
+  request.mutable_hidden_states()->set_dtype(v1::FLOAT32);
+  request.mutable_hidden_states()->set_data(std::string(8, '\x02'));
+  return request;
+}
+
+TEST(ClientTest, SessionCallsCarryTheSessionHeader) {
+  FakeServer server;
+  std::unique_ptr<Client> client = MakeClient(Options(server.target()));
+  v1::OpenSessionRequest open;
+  open.set_model("open");
+  absl::StatusOr<v1::OpenSessionResponse> session = client->OpenSession(open);
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_EQ(session->session_id(), "replica-1.open");
+  EXPECT_EQ(session->ttl_ms(), 300000);
+  absl::StatusOr<v1::BlockForwardResponse> step =
+      client->BlockForward(SessionStep(session->session_id()));
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->session_length(), 2);
+  EXPECT_EQ(step->hidden_states().data(), std::string(8, '\x02'));
+  ASSERT_TRUE(client->BlockForward(SessionStep("")).ok());  // No session: no header.
+  EXPECT_TRUE(client->CloseSession(session->session_id()).ok());
+  EXPECT_THAT(client->CloseSession("replica-1.gone"),
+              StatusIs(absl::StatusCode::kNotFound, "no session \"replica-1.gone\""));
+  EXPECT_THAT(server.headers(),
+              ::testing::ElementsAre("-", "replica-1.open", "-", "replica-1.open",
+                                     "replica-1.gone"));
+}
+
+TEST(ClientTest, SessionStepsAreNeverRetried) {
+  // An UNAVAILABLE session step may have appended to the cache before its answer
+  // was lost: a retry would append the tokens twice.
+  FakeServer server(/*failures=*/1);
+  int retries = 0;
+  ClientOptions options = Options(server.target());
+  options.on_retry = [&](const RetryEvent&) { ++retries; };
+  std::unique_ptr<Client> client = MakeClient(options);
+  EXPECT_THAT(client->BlockForward(SessionStep("replica-1.s")),
+              StatusIs(absl::StatusCode::kUnavailable, "draining"));
+  EXPECT_EQ(server.calls(), 1);
+  EXPECT_EQ(retries, 0);
+  // The same failure without a session is retried.
+  FakeServer plain(/*failures=*/1);
+  client = MakeClient(Options(plain.target()));
+  absl::StatusOr<v1::BlockForwardResponse> response = client->BlockForward(SessionStep(""));
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(plain.calls(), 2);
+}
+
+TEST(ClientTest, RejectsASessionIdThatCannotBeAHeader) {
+  FakeServer server;
+  std::unique_ptr<Client> client = MakeClient(Options(server.target()));
+  EXPECT_THAT(client->BlockForward(SessionStep("bad\nid")),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("printable ASCII")));
+  EXPECT_THAT(client->CloseSession("bad\nid"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("printable ASCII")));
+  EXPECT_EQ(server.calls(), 0);
 }
 
 TEST(ClientTest, HealthOfAServerWithoutHealthServiceIsUnimplemented) {

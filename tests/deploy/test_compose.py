@@ -39,7 +39,9 @@ def test_compose_is_wired_to_the_tested_configs():
     assert replicas == ["layerserve-1", "layerserve-2", "layerserve-3"]
 
     nginx_conf = (DEPLOY_DIR / "nginx" / "nginx.conf").read_text()
-    assert re.findall(r"server (layerserve-\d):50051", nginx_conf) == replicas
+    # Each replica is in the round-robin pool and in its own session upstream.
+    assert re.findall(r"server (layerserve-\d):50051 max_fails", nginx_conf) == replicas
+    assert sorted(set(re.findall(r"server (layerserve-\d):50051", nginx_conf))) == replicas
     targets = json.loads((DEPLOY_DIR / "prometheus" / "targets" / "compose.json").read_text())
     assert targets[0]["targets"] == [f"{r}:9464" for r in replicas]
 

@@ -4,6 +4,7 @@ status, and when a replica is stopped (SIGTERM) traffic goes on without errors."
 import json
 import re
 import signal
+import socket
 import subprocess
 
 import grpc
@@ -20,12 +21,17 @@ CALLS = 60
 
 
 def loopback_config(replicas, port, access_log):
-    """nginx.conf with the compose hostnames and ports replaced by loopback ones."""
+    """nginx.conf with the compose hostnames and ports replaced by loopback ones,
+    and the session map's replica names ("layerserve-N-<pid>") by the replicas'
+    own (this host's name and their pids)."""
     text = CONFIG.read_text()
-    servers = re.findall(r"server layerserve-\d:50051", text)
+    servers = sorted(set(re.findall(r"layerserve-\d:50051", text)))
     assert len(servers) == len(replicas)
-    for old, replica in zip(servers, replicas):
-        text = text.replace(old, f"server {replica.target}", 1)
+    for n, (old, replica) in enumerate(zip(servers, replicas), start=1):
+        text = text.replace(old, replica.target)
+        name = re.escape(f"{socket.gethostname()}-{replica.proc.pid}")
+        assert f"layerserve-{n}-[0-9]+" in text
+        text = text.replace(f"layerserve-{n}-[0-9]+", name)
     assert "listen 50051 http2;" in text and "access_log /dev/stdout grpc;" in text
     text = text.replace("listen 50051 http2;", f"listen 127.0.0.1:{port} http2;")
     text = text.replace("access_log /dev/stdout grpc;", f"access_log {access_log} grpc;")

@@ -3,7 +3,8 @@
 its numbers are checked against numpy; block-forward against the PyTorch golden
 outputs of tests/golden/block_golden.json; the Client library's retry on
 UNAVAILABLE (a server that starts after the first attempts) and no retry on
-INVALID_ARGUMENT (counted by the server's /metrics)."""
+INVALID_ARGUMENT (counted by the server's /metrics); sessions (open-session,
+block-forward --session, close-session) against one block-forward call."""
 import json
 import math
 import os
@@ -438,3 +439,57 @@ def test_unreachable_server_gives_up_after_the_retries():
     assert [l.split(" failed")[0] for l in lines[:2]] == [
         "retry: Health.Check attempt 1", "retry: Health.Check attempt 2"]
     assert lines[2].startswith("error: UNAVAILABLE: ")
+
+
+# ---------------------------------------------------------------------------
+# Sessions: open-session, block-forward --session, close-session
+
+
+def test_session_prefill_and_steps_equal_one_block_forward(server, tmp_path):
+    h = RNG.standard_normal((6, 512)) * 0.5
+    opened = _cli(server, "open-session", "--num-layers", "2", "--max-length", "6")
+    session = opened.stdout.strip()
+    assert re.fullmatch(r"\S+-\d+\.[0-9a-f]+", session), opened.stdout
+    prefill = _cli(server, "block-forward", "--session", session, "--input",
+                   _save(tmp_path, "p.npy", h[:4]), "--out", str(tmp_path / "p_out.npy"))
+    assert "session_length: 4\n" in prefill.stdout
+    outputs = [np.load(tmp_path / "p_out.npy")]
+    for t in (4, 5):
+        step = _cli(server, "block-forward", "--session", session, "--json", "--input",
+                    _save(tmp_path, f"s{t}.npy", h[t:t + 1]),
+                    "--out", str(tmp_path / f"s{t}_out.npy"))
+        assert json.loads(step.stdout)["session_length"] == t + 1
+        outputs.append(np.load(tmp_path / f"s{t}_out.npy"))
+    _cli(server, "block-forward", "--num-layers", "2", "--input",
+         _save(tmp_path, "h.npy", h), "--out", str(tmp_path / "whole.npy"))
+    # Float32: the same sums in another order (attention over 1 vs 6 keys).
+    _close(np.concatenate(outputs), np.load(tmp_path / "whole.npy"), 1e-4)
+
+    # max_length 6 is reached: one more token is OUT_OF_RANGE, and not retried.
+    full = run_cli("--target", server.target, "block-forward", "--session", session,
+                   "--input", _save(tmp_path, "x.npy", h[:1]), "--out",
+                   str(tmp_path / "x_out.npy"))
+    assert full.returncode == 2
+    assert full.stderr == (f'error: OUT_OF_RANGE: hidden_states: session "{session}" '
+                           "holds 6 tokens; 1 more would pass its max_length 6\n")
+
+    assert _cli(server, "close-session", "--session", session).stdout == ""
+    again = run_cli("--target", server.target, "close-session", "--session", session)
+    assert again.returncode == 2
+    assert again.stderr.startswith("error: NOT_FOUND: session_id: no session")
+    closed = run_cli("--target", server.target, "block-forward", "--session", session,
+                     "--input", str(tmp_path / "x.npy"), "--out", str(tmp_path / "y.npy"))
+    assert closed.returncode == 2
+    assert closed.stderr == (f'error: NOT_FOUND: session_id: session "{session}" was '
+                             "closed; open a new session and prefill again\n")
+
+
+def test_open_session_json_and_usage_errors(server):
+    opened = json.loads(_cli(server, "open-session", "--json").stdout)
+    assert opened["ttlMs"] == "300000"  # proto3 JSON writes int64 as a string.
+    assert _cli(server, "close-session", "--session", opened["sessionId"]).returncode == 0
+    missing = run_cli("--target", server.target, "close-session")
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("error: close-session needs --session")
+    far = run_cli("--target", server.target, "open-session", "--layer-start", "9")
+    assert far.returncode == 2 and far.stderr.startswith("error: OUT_OF_RANGE: ")

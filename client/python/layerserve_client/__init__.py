@@ -11,6 +11,7 @@ from .client import Client, channel_target, rope_scaling
 from .errors import LayerServeError
 from .results import BlockForwardResult, ModelInfo, NormalizeResult, RopeConfig, RopeResult
 from .retry import RetryPolicy
+from .session import SESSION_HEADER, Session, SessionForwardResult
 from .tensors import (bfloat16_bits_to_float32, float32_to_bfloat16_bits, from_tensor,
                       round_to_bfloat16, to_tensor)
 
@@ -20,5 +21,6 @@ __all__ = [
     "Client", "LayerServeError", "RetryPolicy", "NormalizeResult", "RopeResult",
     "BlockForwardResult", "ModelInfo", "RopeConfig", "to_tensor", "from_tensor",
     "float32_to_bfloat16_bits", "bfloat16_bits_to_float32", "round_to_bfloat16",
-    "channel_target", "rope_scaling", "pb", "pb_grpc",
+    "channel_target", "rope_scaling", "pb", "pb_grpc", "Session",
+    "SessionForwardResult", "SESSION_HEADER",
 ]

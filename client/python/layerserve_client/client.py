@@ -20,6 +20,7 @@ from ._stubs import pb, pb_grpc
 from .errors import LayerServeError
 from .results import BlockForwardResult, ModelInfo, NormalizeResult, RopeResult
 from .retry import RetryPolicy, call_with_retries
+from .session import SESSION_HEADER, Session, SessionForwardResult
 from .tensors import DType, from_tensor, to_tensor, wire_dtype
 
 DEFAULT_TARGET = "127.0.0.1:50051"
@@ -37,7 +38,7 @@ _SCALING_ALIASES = {"DEFAULT": "NONE", "DYNAMIC": "DYNAMIC_NTK"}
 _SCALING_FIELDS = ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
                    "attention_factor", "low_freq_factor", "high_freq_factor")
 
-_UNSET = object()
+from .session import _UNSET  # A timeout not given: the Client's.
 
 
 def _invalid(message: str) -> LayerServeError:
@@ -210,10 +211,15 @@ class Client:
 
     # ---- one place where calls are made
 
-    def _call(self, method: Callable, request, timeout):
+    def _call(self, method: Callable, request, timeout, *, session_id: str = "",
+              retry: Optional[RetryPolicy] = None):
+        """method(request) under the retry policy and deadline; with a session_id
+        the call carries it in the x-layerserve-session header."""
         timeout = self.timeout if timeout is _UNSET else timeout
-        return call_with_retries(lambda remaining: method(request, timeout=remaining),
-                                 self.retry, timeout, self._sleep, self._rng)
+        metadata = ((SESSION_HEADER, session_id),) if session_id else None
+        return call_with_retries(
+            lambda remaining: method(request, timeout=remaining, metadata=metadata),
+            retry or self.retry, timeout, self._sleep, self._rng)
 
     # ---- Normalize
 
@@ -392,6 +398,41 @@ class Client:
         entropy = {s.layer: np.asarray(s.head_entropy_nats, dtype=np.float32)
                    for s in response.attention_stats}
         return BlockForwardResult(hidden, entropy)
+
+    # ---- sessions (KV cache for incremental decoding; see session.py)
+
+    def open_session(self, *, model: str = "", layer_start: int = 0, num_layers: int = 1,
+                     max_length: int = 0, timeout=_UNSET) -> Session:
+        """Opens a KV-cache session for blocks layer_start .. layer_start +
+        num_layers - 1 of `model` ("" = the default), holding at most max_length
+        tokens (0 = the model's maximum). Returns a Session (a context manager
+        that closes it). Retried on UNAVAILABLE: a lost answer leaves only an
+        unused session that expires after its TTL."""
+        response = self._call(self._stub.OpenSession, pb.OpenSessionRequest(
+            model=model, layer_start=layer_start, num_layers=num_layers,
+            max_length=max_length), timeout)
+        return Session(self, response.session_id, response.ttl_ms, model, layer_start,
+                       num_layers, max_length)
+
+    def close_session(self, session_id: str, *, timeout=_UNSET) -> None:
+        """Closes a session by id. NOT_FOUND if unknown, closed, expired or
+        evicted."""
+        self._call(self._stub.CloseSession, pb.CloseSessionRequest(session_id=session_id),
+                   timeout, session_id=session_id)
+
+    def _session_forward(self, session_id: str, hidden_states, *, positions,
+                         position_offset: int, dtype: DType, output_dtype: DType,
+                         timeout) -> SessionForwardResult:
+        request = pb.BlockForwardRequest(
+            session_id=session_id,
+            hidden_states=_tensor(hidden_states, dtype, "hidden_states"),
+            position_offset=position_offset, positions=_int_list(positions),
+            output_dtype=_dtype_number(output_dtype, "output_dtype"))
+        # One attempt only: see session.py.
+        response = self._call(self._stub.BlockForward, request, timeout,
+                              session_id=session_id, retry=RetryPolicy(max_attempts=1))
+        return SessionForwardResult(_array(response.hidden_states, "hidden_states"),
+                                    int(response.session_length))
 
     # ---- models and health
 

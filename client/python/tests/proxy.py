@@ -2,7 +2,9 @@
 
 It forwards every unary call's bytes untouched to `upstream`, but first can fail the
 first `fail_first` calls with `fail_code`, and delay each call by `delay` seconds.
-It counts the calls it received per method, so a test sees how often the client sent.
+It counts the calls it received per method, so a test sees how often the client sent,
+and records each call's x-layerserve-session header (`sessions`: (method, value or
+None)), passing it on.
 Listens on 127.0.0.1, on `port` (0: the OS picks), with TLS if server_credentials.
 """
 import threading
@@ -20,6 +22,7 @@ class FlakyProxy:
         self.fail_code = fail_code
         self.delay = delay
         self.calls = {}
+        self.sessions = []
         self._lock = threading.Lock()
         self._upstream = grpc.insecure_channel(upstream)
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
@@ -38,7 +41,9 @@ class FlakyProxy:
             return sum(n for m, n in self.calls.items() if m.endswith(method_suffix))
 
     def _forward(self, method, request: bytes, context) -> bytes:
+        header = dict(context.invocation_metadata()).get("x-layerserve-session")
         with self._lock:
+            self.sessions.append((method.rsplit("/", 1)[-1], header))
             self.calls[method] = self.calls.get(method, 0) + 1
             seen = sum(self.calls.values())
         if self.delay:
@@ -46,8 +51,10 @@ class FlakyProxy:
         if seen <= self.fail_first:
             context.abort(self.fail_code, f"proxy: failing call {seen} of {self.fail_first}")
         try:
+            metadata = None if header is None else (("x-layerserve-session", header),)
             return self._upstream.unary_unary(method)(request,
-                                                      timeout=context.time_remaining())
+                                                      timeout=context.time_remaining(),
+                                                      metadata=metadata)
         except grpc.RpcError as error:
             context.abort(error.code(), error.details())
 
