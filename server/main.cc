@@ -29,10 +29,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/auth.h"
 #include "server/health_service.h"
 #include "server/metrics.h"
 #include "server/model_repository.h"
 #include "server/service.h"
+#include "server/tls.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0",
           "Address the gRPC and metrics listeners bind to (0.0.0.0: all IPv4).");
@@ -82,6 +84,18 @@ ABSL_FLAG(absl::Duration, session_ttl, absl::Minutes(5),
           "A session without a call for this long expires (its cache is freed).");
 ABSL_FLAG(absl::Duration, keepalive_min_client_interval, absl::Seconds(10),
           "Shortest keepalive ping interval accepted from clients (shorter: GOAWAY).");
+ABSL_FLAG(std::string, metrics_host, "",
+          "Address the metrics listener binds to (e.g. an internal interface); empty: "
+          "--host.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain for the gRPC listener; with --tls-key turns TLS on.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert (unencrypted).");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificates; when set, clients must present a certificate one of "
+          "them signed (mutual TLS).");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File of accepted bearer tokens, one per line; when set, every call but "
+          "grpc.health.v1 needs `authorization: Bearer <token>` metadata.");
 
 namespace layerserve {
 namespace {
@@ -156,6 +170,34 @@ int Run() {
   const kernels::WeightType weight_type = weight_dtype == "float32"
                                               ? kernels::WeightType::kFloat32
                                               : kernels::WeightType::kBfloat16;
+  // Access control before the models load, so a bad file fails at once. The
+  // authenticator must outlive the server (declared later, destroyed first).
+  std::unique_ptr<TokenAuthenticator> authenticator;
+  if (const std::string path = absl::GetFlag(FLAGS_auth_token_file); !path.empty()) {
+    absl::StatusOr<std::unique_ptr<TokenAuthenticator>> loaded =
+        TokenAuthenticator::FromFile(path);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "layerserve: %s\n",
+                   std::string(loaded.status().message()).c_str());
+      return 2;
+    }
+    authenticator = *std::move(loaded);
+  }
+  const TlsFiles tls{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                     absl::GetFlag(FLAGS_tls_client_ca)};
+  const absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ListenerCredentials(tls, authenticator.get());
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "layerserve: %s\n",
+                 std::string(credentials.status().message()).c_str());
+    return 2;
+  }
+  if (authenticator != nullptr && tls.cert.empty()) {
+    std::printf(
+        "layerserve: warning: bearer tokens without --tls-cert cross the network in "
+        "cleartext; use only behind a TLS-terminating proxy on a trusted link\n");
+  }
+
   std::unique_ptr<ModelRepository> models;
   const std::string repository = absl::GetFlag(FLAGS_model_repository);
   if (repository.empty()) {
@@ -183,8 +225,10 @@ int Run() {
 
   Metrics metrics;
   std::optional<prometheus::Exposer> exposer;
+  std::string metrics_host = absl::GetFlag(FLAGS_metrics_host);
+  if (metrics_host.empty()) metrics_host = host;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    const std::string address = HostPort(host, absl::GetFlag(FLAGS_metrics_port));
+    const std::string address = HostPort(metrics_host, absl::GetFlag(FLAGS_metrics_port));
     try {
       exposer.emplace(address, /*num_threads=*/1);
     } catch (const std::exception& e) {
@@ -226,7 +270,7 @@ int Run() {
   grpc::ServerBuilder builder;
   int grpc_port = 0;
   builder.AddListeningPort(HostPort(host, absl::GetFlag(FLAGS_port)),
-                           grpc::InsecureServerCredentials(), &grpc_port);
+                           *credentials, &grpc_port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
@@ -253,10 +297,15 @@ int Run() {
   }
   health.SetServing(true);
 
-  std::printf("layerserve: gRPC listening on %s\n", HostPort(host, grpc_port).c_str());
+  const char* access = tls.cert.empty()        ? "plaintext"
+                       : tls.client_ca.empty() ? "TLS"
+                                               : "mutual TLS";
+  std::printf("layerserve: gRPC listening on %s (%s%s)\n",
+              HostPort(host, grpc_port).c_str(), access,
+              authenticator != nullptr ? ", bearer token" : "");
   if (exposer) {
     std::printf("layerserve: metrics on http://%s/metrics\n",
-                HostPort(host, exposer->GetListeningPorts().at(0)).c_str());
+                HostPort(metrics_host, exposer->GetListeningPorts().at(0)).c_str());
   }
   std::fflush(stdout);
 

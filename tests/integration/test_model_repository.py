@@ -172,6 +172,46 @@ BROKEN.update({
 })
 
 
+def empty_weights(repo, name):
+    (copy_good(repo, name) / "model.safetensors").write_bytes(b"")
+
+
+def huge_header_length(repo, name):
+    """A header length of 2**62: a loader that trusted it would try to allocate it."""
+    path = copy_good(repo, name) / "model.safetensors"
+    raw = path.read_bytes()
+    path.write_bytes((1 << 62).to_bytes(8, "little") + raw[8:])
+
+
+def weights_are_a_directory(repo, name):
+    target = copy_good(repo, name)
+    os.remove(target / "model.safetensors")
+    (target / "model.safetensors").mkdir()
+
+
+def shape_overflows(header, data):
+    del data
+    header["layers.0.mlp.up_proj.weight"]["shape"] = [1 << 40, 1 << 40]
+
+
+# Corrupt in ways that could crash or exhaust a careless loader (issue 7, faults).
+BROKEN.update({
+    "bad-empty-weights": (empty_weights,
+                          [r"bad-empty-weights/model\.safetensors: "
+                           r"truncated: 0 bytes, no header"]),
+    "bad-huge-header-length": (huge_header_length,
+                               [r"bad-huge-header-length/model\.safetensors: "
+                                r"header length 4611686018427387904 does not fit the "
+                                r"\d+-byte file"]),
+    "bad-weights-directory": (weights_are_a_directory,
+                              [r"bad-weights-directory/model\.safetensors: cannot map"]),
+    "bad-shape-overflow": (
+        lambda repo, name: edit_header(repo, name, shape_overflows),
+        [r"bad-shape-overflow/model\.safetensors: "
+         r"tensor \"layers\.0\.mlp\.up_proj\.weight\": shape overflows"]),
+})
+
+
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory):
     repo = tmp_path_factory.mktemp("repository")
@@ -258,3 +298,37 @@ def test_sliding_window_model_refuses_positions_it_would_get_wrong(stub):
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.value.details().startswith(
         'position_offset: position 4 reaches model "windowed-mistral"\'s sliding_window 4')
+
+
+def test_repository_with_only_corrupt_models_starts_and_serves_the_rest(tmp_path):
+    """No model loads: the server still starts, lists every model FAILED, answers
+    BlockForward without a model NOT_FOUND, and serves the model-free RPCs."""
+    for name in ["bad-truncated", "bad-huge-header-length", "bad-config-json"]:
+        BROKEN[name][0](tmp_path, name)
+    process = ServerProcess(f"--model-repository={tmp_path}")
+    try:
+        for name in ["bad-truncated", "bad-huge-header-length", "bad-config-json"]:
+            assert f"layerserve: model {name} FAILED: " in process.output()
+        with grpc.insecure_channel(process.target) as channel:
+            stub = pb_grpc.LayerServiceStub(channel)
+            models = stub.ListModels(pb.ListModelsRequest(), timeout=10).models
+            assert {m.name: m.state for m in models} == {
+                "bad-truncated": pb.ModelInfo.FAILED,
+                "bad-huge-header-length": pb.ModelInfo.FAILED,
+                "bad-config-json": pb.ModelInfo.FAILED}
+            assert not any(m.is_default for m in models)
+            x = np.zeros((1, 3, 40), dtype="<f4")
+            with pytest.raises(grpc.RpcError) as error:
+                stub.BlockForward(pb.BlockForwardRequest(hidden_states=pb.Tensor(
+                    shape=[1, 3, 40], dtype=pb.FLOAT32, data=x.tobytes())), timeout=30)
+            assert (error.value.code(), error.value.details()) == (
+                grpc.StatusCode.NOT_FOUND, "model: no model is ready to serve (see ListModels)")
+            y = np.array([[3, 4]], dtype="<f4")
+            reply = stub.Normalize(pb.NormalizeRequest(
+                kind=pb.RMS_NORM, epsilon=0,
+                input=pb.Tensor(shape=[1, 2], dtype=pb.FLOAT32, data=y.tobytes())), timeout=10)
+            # [3, 4] / sqrt(12.5)
+            np.testing.assert_allclose(np.frombuffer(reply.output.data, "<f4"),
+                                       [0.848528, 1.131371], rtol=1e-5)
+    finally:
+        assert process.stop() == 0, process.output()
