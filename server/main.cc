@@ -245,6 +245,7 @@ int Run() {
   options.batch.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
   options.batch.max_queue_size = absl::GetFlag(FLAGS_max_queue_size);
   options.max_request_elements = absl::GetFlag(FLAGS_max_request_elements);
+  options.max_response_bytes = max_message_bytes;
   if (options.batch.max_batch_rows < 1 || options.batch.max_queue_size < 1 ||
       options.max_request_elements < 1 || absl::GetFlag(FLAGS_max_queue_delay_us) < 0) {
     std::fprintf(stderr,

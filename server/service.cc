@@ -174,8 +174,12 @@ class ServedTask : public BatchTask {
 template <typename Job, typename Response>
 class JobTask final : public ServedTask {
  public:
-  JobTask(Call call, Job job, Response* response)
-      : call_(call), job_(std::move(job)), response_(response), rows_(BatchRows(job_)) {}
+  JobTask(Call call, Job job, Response* response, int64_t max_response_bytes)
+      : call_(call),
+        job_(std::move(job)),
+        response_(response),
+        rows_(BatchRows(job_)),
+        max_response_bytes_(max_response_bytes) {}
 
   int64_t rows() const override { return rows_; }
 
@@ -237,6 +241,18 @@ class JobTask final : public ServedTask {
       }
     }
     EndJob(job_, /*computed=*/true);
+    // gRPC would refuse to send it and the client would see a transport error
+    // with no numbers; say what happened instead.
+    const int64_t bytes = static_cast<int64_t>(response_->ByteSizeLong());
+    if (bytes > max_response_bytes_) {
+      response_->Clear();
+      call_.Finish(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("response too large: ", bytes, " bytes, over the server's limit of ",
+                       max_response_bytes_, " (--max-message-bytes); ask for less per "
+                       "request (fewer rows, a 16-bit output_dtype)")));
+      return;
+    }
     call_.Finish(grpc::Status::OK);
   }
 
@@ -244,6 +260,7 @@ class JobTask final : public ServedTask {
   Job job_;
   Response* const response_;
   const int64_t rows_;
+  const int64_t max_response_bytes_;
 };
 
 }  // namespace
@@ -289,7 +306,8 @@ grpc::ServerUnaryReactor* LayerServiceImpl::Dispatch(
   }
   const std::string key = BatchKey(*job);
   std::unique_ptr<BatchTask> task =
-      std::make_unique<JobTask<Job, Response>>(call, std::move(*job), response);
+      std::make_unique<JobTask<Job, Response>>(call, std::move(*job), response,
+                                               options_.max_response_bytes);
   const absl::Status queued = batcher_.Schedule(key, task);
   if (!queued.ok()) {
     // Still ours: the batcher took nothing.

@@ -25,6 +25,9 @@ struct ServiceOptions {
   // (--max-request-elements); larger requests get RESOURCE_EXHAUSTED.
   int64_t max_request_elements = int64_t{1} << 26;
   SessionOptions sessions;
+  // Largest response gRPC will send (--max-message-bytes): a larger one is
+  // answered RESOURCE_EXHAUSTED by the service, with the numbers.
+  int64_t max_response_bytes = int64_t{256} << 20;
 };
 
 class LayerServiceImpl final : public v1::LayerService::CallbackService {
