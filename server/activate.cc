@@ -103,31 +103,30 @@ absl::StatusOr<ActivateJob> ParseActivateRequest(const v1::ActivateRequest& requ
 OutputHealth RunActivate(kernels::ActivationContext& context, ActivateJob& job,
                          v1::ActivateResponse* response) {
   const TensorInfo& info = job.input.info;
-  float* x = job.input.values.data();
-  int64_t outputs = info.elements;
-  // Every form computes in place: y == x, y == gate, or y == the packed rows' gate
-  // halves, which kernels/activation.h allows.
-  float* y = x;
-  switch (job.form) {
-    case ActivateJob::Form::kElementwise:
-      kernels::Activate(context, job.activation, x, info.elements, x);
-      break;
-    case ActivateJob::Form::kGatedTwoTensors:
-      y = job.gate.data();
-      kernels::GatedActivate(context, job.activation, y, x, info.rows(), info.last_dim(),
-                             info.last_dim(), y);
-      break;
-    case ActivateJob::Form::kGatedPacked: {
-      const int64_t f = info.last_dim() / 2;
-      outputs = info.rows() * f;
-      kernels::GatedActivate(context, job.activation, x, x + f, info.rows(), f, 2 * f, y);
-      break;
-    }
-  }
-  OutputHealth health;
-  health.saturated = EncodeTensor(job.output_shape, y, outputs, job.output_type,
-                                  response->mutable_output(), &health.stats);
-  return health;
+  const float* x = job.input.values.data();
+  const int64_t outputs = job.form == ActivateJob::Form::kGatedPacked
+                              ? info.rows() * (info.last_dim() / 2)
+                              : info.elements;
+  // The kernel writes the response's bytes directly (FLOAT32 outputs).
+  return FillTensor(
+      job.output_shape, outputs, job.output_type, response->mutable_output(),
+      [&](float* y) {
+        switch (job.form) {
+          case ActivateJob::Form::kElementwise:
+            kernels::Activate(context, job.activation, x, info.elements, y);
+            break;
+          case ActivateJob::Form::kGatedTwoTensors:
+            kernels::GatedActivate(context, job.activation, job.gate.data(), x, info.rows(),
+                                   info.last_dim(), info.last_dim(), y);
+            break;
+          case ActivateJob::Form::kGatedPacked: {
+            const int64_t f = info.last_dim() / 2;
+            kernels::GatedActivate(context, job.activation, x, x + f, info.rows(), f, 2 * f,
+                                   y);
+            break;
+          }
+        }
+      });
 }
 
 }  // namespace layerserve

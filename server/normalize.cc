@@ -113,22 +113,21 @@ OutputHealth RunNormalize(kernels::NormContext& context, const NormalizeJob& job
     params.residual = job.residual.data();
     params.residual_out = residual_out.data();
   }
-  std::vector<float> output(info.elements);
-  if (job.kind == v1::LAYER_NORM) {
-    kernels::LayerNorm(context, job.input.values.data(), info.rows(), info.last_dim(),
-                       params, output.data());
-  } else {
-    kernels::RmsNorm(context, job.input.values.data(), info.rows(), info.last_dim(),
-                     params, output.data());
-  }
-  OutputHealth health;
+  OutputHealth health = FillTensor(
+      info.shape, info.elements, job.output_type, response->mutable_output(),
+      [&](float* output) {
+        if (job.kind == v1::LAYER_NORM) {
+          kernels::LayerNorm(context, job.input.values.data(), info.rows(),
+                             info.last_dim(), params, output);
+        } else {
+          kernels::RmsNorm(context, job.input.values.data(), info.rows(), info.last_dim(),
+                           params, output);
+        }
+      });
   const float* normalized = residual_out.empty() ? job.input.values.data()
                                                  : residual_out.data();
   health.zero_variance_rows =
       CountZeroVarianceRows(normalized, info.rows(), info.last_dim(), job.kind);
-  health.saturated = EncodeTensor(info.shape, output.data(), info.elements,
-                                  job.output_type, response->mutable_output(),
-                                  &health.stats);
   if (!residual_out.empty()) {
     health.saturated += EncodeTensor(info.shape, residual_out.data(), info.elements,
                                      job.output_type, response->mutable_residual_out());

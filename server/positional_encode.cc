@@ -266,31 +266,6 @@ absl::StatusOr<T5BiasJob> ParseT5Bias(const v1::T5Bias& t, v1::DataType output_d
   return job;
 }
 
-// Runs `fill(float* out)` to produce `count` values into `out`: straight into the
-// tensor's bytes for FLOAT32 (no second buffer, no extra pass), through a float
-// buffer and a conversion for 16-bit dtypes. Returns the numeric health.
-template <typename Fill>
-OutputHealth FillTensor(const std::vector<int64_t>& shape, int64_t count,
-                        ElementType type, v1::Tensor* out, Fill fill) {
-  OutputHealth health;
-  if (type != ElementType::kFloat32) {
-    std::vector<float> values(count);
-    fill(values.data());
-    health.saturated = EncodeTensor(shape, values.data(), count, type, out, &health.stats);
-    return health;
-  }
-  out->mutable_shape()->Assign(shape.begin(), shape.end());
-  out->set_dtype(v1::FLOAT32);
-  std::string* data = out->mutable_data();
-  data->resize(static_cast<size_t>(count) * sizeof(float));
-  // std::string storage comes from operator new: aligned for float.
-  float* values = reinterpret_cast<float*>(data->data());
-  fill(values);
-  // A second pass, over values just written (in cache unless the table is large).
-  health.stats = kernels::ComputeValueStats(values, count);
-  return health;
-}
-
 OutputHealth Run(kernels::PositionalContext& context, const SinusoidalJob& job,
             v1::PositionalEncodeResponse* response) {
   return FillTensor(job.shape, job.rows * job.dim, job.output_type,

@@ -77,6 +77,31 @@ int64_t EncodeTensor(const std::vector<int64_t>& shape, const float* values,
                      int64_t count, kernels::ElementType type, v1::Tensor* out,
                      kernels::ValueStats* stats = nullptr);
 
+// Runs `fill(float* out)` to produce `count` values into `out`: straight into the
+// tensor's bytes for FLOAT32 (no second buffer, no copy), through a float buffer and
+// a conversion for 16-bit dtypes. Returns the numeric health of the values.
+template <typename Fill>
+OutputHealth FillTensor(const std::vector<int64_t>& shape, int64_t count,
+                        kernels::ElementType type, v1::Tensor* out, Fill fill) {
+  OutputHealth health;
+  if (type != kernels::ElementType::kFloat32) {
+    std::vector<float> values(count);
+    fill(values.data());
+    health.saturated = EncodeTensor(shape, values.data(), count, type, out, &health.stats);
+    return health;
+  }
+  out->mutable_shape()->Assign(shape.begin(), shape.end());
+  out->set_dtype(v1::FLOAT32);
+  std::string* data = out->mutable_data();
+  data->resize(static_cast<size_t>(count) * sizeof(float));
+  // std::string storage comes from operator new: aligned for float.
+  float* values = reinterpret_cast<float*>(data->data());
+  fill(values);
+  // A second pass, over values just written (in cache unless the table is large).
+  health.stats = kernels::ComputeValueStats(values, count);
+  return health;
+}
+
 // "[3,5]": shapes as they appear in error messages.
 std::string ShapeToString(const std::vector<int64_t>& shape);
 
