@@ -23,7 +23,7 @@ Target:
   --timeout-ms N        deadline of each request (default 30000); never retried
 Request:
   --method M            normalize (default), activate, sinusoidal, rope, alibi,
-                        block-forward, get-model, list-models, health
+                        block-forward, decode, get-model, list-models, health
   --shape D0,D1,...     input shape (default 8,768): normalize, activate
                         [..., D]; sinusoidal [B, T, D]; rope query [B, H, T, Dh]
                         (the key the same); alibi scores [B, H, TQ, TK]
@@ -32,7 +32,11 @@ Request:
   --activation A        activate: silu (default), gelu, swiglu (packed [..., 2F])...
   --model NAME          block-forward, get-model (default: the server's default)
   --batch B --tokens T  block-forward hidden states [B, T, hidden] (default 1, 16)
-  --layers N            block-forward: blocks per request (default 1)
+  --layers N            block-forward, decode: blocks per request (default 1)
+  --steps N             decode: each sending thread keeps a KV-cache session:
+                        its first request opens it and prefills --tokens tokens,
+                        then each request is one token, for N steps (default
+                        256); then a new session. Requests/s = tokens/s
   --seed S              random inputs and Poisson arrivals (default 1)
 Load:
   --concurrency C,...   closed loop: C requests in flight, one thread each
@@ -61,6 +65,7 @@ constexpr FlagSpec kFlags[] = {
     {"shape", true},    {"wire-dtype", true},   {"kind", true},
     {"activation", true}, {"model", true},      {"batch", true},
     {"tokens", true},   {"layers", true},       {"seed", true},
+    {"steps", true},
     {"concurrency", true}, {"rate", true},      {"distribution", true},
     {"max-threads", true}, {"channels", true},  {"duration", true},
     {"requests", true}, {"warmup", true},       {"metrics-url", true},
@@ -69,7 +74,8 @@ constexpr FlagSpec kFlags[] = {
 
 constexpr const char* kMethods[] = {"normalize", "activate",      "sinusoidal",
                                     "rope",      "alibi",         "block-forward",
-                                    "get-model", "list-models",   "health"};
+                                    "decode",    "get-model",     "list-models",
+                                    "health"};
 
 // `value` must be >= `min`.
 absl::Status AtLeast(absl::string_view flag, int64_t value, int64_t min) {
@@ -146,9 +152,11 @@ absl::StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args
   LS_BENCH_ASSIGN(o.batch, Int64Flag(flags, "batch", o.batch));
   LS_BENCH_ASSIGN(o.tokens, Int64Flag(flags, "tokens", o.tokens));
   LS_BENCH_ASSIGN(o.layers, Int64Flag(flags, "layers", o.layers));
+  LS_BENCH_ASSIGN(o.steps, Int64Flag(flags, "steps", o.steps));
   for (auto [name, value] : {std::pair<const char*, int64_t>{"batch", o.batch},
                              {"tokens", o.tokens},
-                             {"layers", o.layers}}) {
+                             {"layers", o.layers},
+                             {"steps", o.steps}}) {
     if (absl::Status s = AtLeast(name, value, 1); !s.ok()) return s;
   }
   int64_t seed;

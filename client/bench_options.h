@@ -28,7 +28,8 @@ struct BenchOptions {
   std::string model;                  // block-forward, get-model ("" = default)
   int64_t batch = 1;                  // block-forward
   int64_t tokens = 16;                // block-forward
-  int64_t layers = 1;                 // block-forward
+  int64_t layers = 1;                 // block-forward, decode
+  int64_t steps = 256;                // decode: one-token steps per session
   uint64_t seed = 1;
 
   // How they are sent (load_generator.h). Exactly one of the two sweeps is set:

@@ -50,6 +50,66 @@ absl::Status NeedRank(const BenchOptions& o, size_t rank, const char* what) {
                                                  Shape(o.shape)));
 }
 
+// Incremental decoding through KV-cache sessions: every sending thread keeps its
+// own session (thread_local: a thread's calls are sequential, as a session's must
+// be). Its first request opens the session and prefills `tokens` tokens; each
+// later one sends one token; after `steps` of them the session is closed and the
+// next request starts a new one. So the prefill calls (1 in steps + 1) are in the
+// latency figures too.
+absl::StatusOr<BenchRequest> DecodeRequest(const BenchOptions& o, Client& client,
+                                           std::mt19937_64* rng) {
+  absl::StatusOr<v1::ModelInfo> model = client.GetModel(o.model);
+  if (!model.ok()) return model.status();
+  v1::OpenSessionRequest open;
+  open.set_model(o.model);
+  open.set_num_layers(static_cast<int32_t>(o.layers));
+  open.set_max_length(o.tokens + o.steps);
+  auto prefill = std::make_shared<v1::BlockForwardRequest>();
+  auto step = std::make_shared<v1::BlockForwardRequest>();
+  for (auto [request, tokens] : {std::pair{prefill.get(), o.tokens}, std::pair{step.get(),
+                                                                             int64_t{1}}}) {
+    absl::StatusOr<v1::Tensor> hidden =
+        RandomTensor({tokens, model->hidden_size()}, o.wire_dtype, rng);
+    if (!hidden.ok()) return hidden.status();
+    *request->mutable_hidden_states() = *std::move(hidden);
+  }
+  BenchRequest r;
+  r.rpc = "BlockForward";
+  r.description = absl::StrCat("BlockForward decode ", model->name(), " ", o.layers,
+                               " layer(s), prefill ", o.tokens, " then ", o.steps,
+                               " one-token steps per session, hidden ",
+                               model->hidden_size());
+  r.request_bytes = static_cast<int64_t>(step->ByteSizeLong());
+  const int64_t steps = o.steps;
+  r.send = [open, prefill, step, steps](Client& client, const CallOptions& call) {
+    struct Session {
+      Client* client = nullptr;
+      std::string id;
+      int64_t steps_left = 0;
+    };
+    thread_local Session session;
+    if (session.client != &client || session.steps_left == 0) {
+      if (session.client == &client && !session.id.empty()) {
+        client.CloseSession(session.id, call).IgnoreError();  // Full: start anew.
+      }
+      session = Session{&client, "", steps};
+      absl::StatusOr<v1::OpenSessionResponse> opened = client.OpenSession(open, call);
+      if (!opened.ok()) return opened.status();
+      session.id = opened->session_id();
+      v1::BlockForwardRequest first = *prefill;
+      first.set_session_id(session.id);
+      return client.BlockForward(first, call).status();
+    }
+    v1::BlockForwardRequest next = *step;
+    next.set_session_id(session.id);
+    --session.steps_left;
+    absl::Status status = client.BlockForward(next, call).status();
+    if (!status.ok()) session.steps_left = 0;  // Lost (expired, evicted): reopen.
+    return status;
+  };
+  return r;
+}
+
 }  // namespace
 
 absl::StatusOr<BenchRequest> MakeBenchRequest(const BenchOptions& o, Client& client) {
@@ -125,6 +185,7 @@ absl::StatusOr<BenchRequest> MakeBenchRequest(const BenchOptions& o, Client& cli
                                " layer(s), hidden ", Shape(shape), " ", dtype),
                   std::move(request), &Client::BlockForward);
   }
+  if (o.method == "decode") return DecodeRequest(o, client, &rng);
   BenchRequest r;
   if (o.method == "get-model") {
     const std::string name = o.model;

@@ -57,11 +57,7 @@ def test_request_count_agrees_with_the_server(server):
     lat = level["latency_ms"]
     assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
     assert level["throughput_rps"] == pytest.approx(300 / level["elapsed_s"])
-    # The server does not export batch sizes yet: reported as null, not a number.
-    if "layerserve_batch_size_count" not in server.metrics():
-        assert level["server"]["mean_batch_size"] is None
-    else:
-        assert level["server"]["mean_batch_size"] >= 1
+    assert level["server"]["mean_batch_size"] >= 1
 
 
 def test_concurrency_sweep_without_warmup(server):
@@ -125,3 +121,18 @@ def test_bad_arguments_exit_1(server):
     result = run_bench("--target", server.target, "--method", "rope", "--shape", "8,768")
     assert result.returncode == 1
     assert "needs a --shape of 4 dims" in result.stderr
+
+
+def test_decode_keeps_a_session_per_thread(server):
+    before = {phase: server.metric_sum("layerserve_session_tokens_total", phase=phase)
+              for phase in ("prefill", "decode")}
+    report = bench_json(server, "--method", "decode", "--tokens", "8", "--steps", "4",
+                        "--concurrency", "1", "--requests", "20", "--warmup", "0s")
+    [level] = report["levels"]
+    assert level["ok"] == 20 and level["errors"] == {}
+    # Open + prefill 8 tokens, 4 one-token steps, then a new session: 20 calls are
+    # four sessions of 5 calls, 16 steps.
+    after = {phase: server.metric_sum("layerserve_session_tokens_total", phase=phase)
+             for phase in ("prefill", "decode")}
+    assert after["prefill"] - before["prefill"] == 4 * 8
+    assert after["decode"] - before["decode"] == 16
