@@ -111,6 +111,20 @@ def parse_samples(text: str, name: str):
             yield dict(_LABEL.findall(m.group(2) or "")), float(m.group(3))
 
 
+def started(*args):
+    """A server with `args`, a channel to it (64 MiB responses) and a stub."""
+    process = ServerProcess(*args)
+    channel = grpc.insecure_channel(process.target,
+                                    options=[("grpc.max_receive_message_length", 64 << 20)])
+    return process, channel, pb_grpc.LayerServiceStub(channel)
+
+
+def stop(process, channel):
+    """Closes the channel; the server must then shut down cleanly (exit 0)."""
+    channel.close()
+    assert process.stop() == 0, process.output()
+
+
 def run_cli(*args, timeout=60):
     return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout)
 

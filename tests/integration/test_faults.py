@@ -19,24 +19,11 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import ServerProcess, parse_samples, wait_for
+from conftest import parse_samples, started, stop, wait_for
 from layerserve.v1 import layerserve_pb2 as pb
-from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
 from wire import array_tensor, values
 
 DEMO_HIDDEN = 512
-
-
-def started(*args):
-    server = ServerProcess(*args)
-    channel = grpc.insecure_channel(server.target,
-                                    options=[("grpc.max_receive_message_length", 64 << 20)])
-    return server, channel, pb_grpc.LayerServiceStub(channel)
-
-
-def stop(server, channel):
-    channel.close()
-    assert server.stop() == 0, server.output()
 
 
 def codes(server, method):

@@ -12,9 +12,8 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import ServerProcess, wait_for
+from conftest import started, stop, wait_for
 from layerserve.v1 import layerserve_pb2 as pb
-from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
 from wire import array_tensor, values
 
 DEMO_HIDDEN = 512
@@ -33,19 +32,6 @@ def block_request(rng: random.Random, batch: int, tokens: int) -> pb.BlockForwar
     if rng.random() < 0.3:
         request.causal = False
     return request
-
-
-def started(*args):
-    process = ServerProcess(*args)
-    channel = grpc.insecure_channel(process.target,
-                                    options=[("grpc.max_receive_message_length", 64 << 20)])
-    return process, channel, pb_grpc.LayerServiceStub(channel)
-
-
-def stop(process, channel):
-    channel.close()
-    code = process.stop()
-    assert code == 0, process.output()
 
 
 def test_batched_block_forward_is_bit_identical_to_each_request_alone():

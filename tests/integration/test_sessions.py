@@ -12,9 +12,8 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import SOURCE_DIR, ServerProcess, wait_for
+from conftest import SOURCE_DIR, started, stop, wait_for
 from layerserve.v1 import layerserve_pb2 as pb
-from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
 from wire import array_tensor, values
 
 MODELS = os.path.join(SOURCE_DIR, "tests", "golden", "models")
@@ -34,22 +33,11 @@ def num_layers(model):
     return config.get("num_hidden_layers") or config["n_layer"]
 
 
-def started(*args):
-    process = ServerProcess(*args)
-    channel = grpc.insecure_channel(process.target)
-    return process, channel, pb_grpc.LayerServiceStub(channel)
-
-
-def stopped(process, channel):
-    channel.close()
-    assert process.stop() == 0, process.output()
-
-
 @pytest.fixture(scope="module")
 def golden():
     process, channel, stub = started(f"--model-repository={MODELS}")
     yield process, stub
-    stopped(process, channel)
+    stop(process, channel)
 
 
 def forward(stub, hidden, **fields):
@@ -137,7 +125,7 @@ def test_decode_steps_of_many_sessions_batch_and_match_each_alone():
         assert decode == 2 * sum(len(s) for s in steps)
         assert process.metric_sum("layerserve_decode_step_duration_seconds_count") == decode
     finally:
-        stopped(process, channel)
+        stop(process, channel)
 
 
 def call_error(fn, request):
@@ -237,7 +225,7 @@ def test_idle_sessions_expire_and_memory_is_returned():
         assert process.metric_value("layerserve_kv_cache_bytes") == 0
         assert process.metric_value("layerserve_active_sessions") == 0
     finally:
-        stopped(process, channel)
+        stop(process, channel)
 
 
 def test_byte_cap_evicts_the_least_recently_used_session():
@@ -265,7 +253,7 @@ def test_byte_cap_evicts_the_least_recently_used_session():
         assert wait_for(lambda: process.metric_value("layerserve_kv_cache_bytes")
                         <= 2 * block)
     finally:
-        stopped(process, channel)
+        stop(process, channel)
 
 
 def test_bfloat16_cache_holds_half_the_bytes_and_stays_close():
@@ -285,4 +273,4 @@ def test_bfloat16_cache_holds_half_the_bytes_and_stays_close():
         # One 64-token block per layer: 4 layers x keys and values x 64 x 128 x 2 bytes.
         assert process.metric_value("layerserve_kv_cache_bytes") == 4 * 2 * 64 * 128 * 2
     finally:
-        stopped(process, channel)
+        stop(process, channel)
