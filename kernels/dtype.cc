@@ -131,6 +131,7 @@ float Float16ToFloat32(uint16_t bits) {
 }
 
 void ConvertToFloat32(ElementType type, const void* src, int64_t count, float* dst) {
+  if (count == 0) return;  // memcpy of null pointers is undefined, even for 0 bytes.
   const auto* bytes = static_cast<const unsigned char*>(src);
   switch (type) {
     case ElementType::kFloat32:
@@ -146,6 +147,7 @@ void ConvertToFloat32(ElementType type, const void* src, int64_t count, float* d
 }
 
 int64_t ConvertFromFloat32(ElementType type, const float* src, int64_t count, void* dst) {
+  if (count == 0) return 0;  // memcpy of null pointers is undefined, even for 0 bytes.
   auto* bytes = static_cast<unsigned char*>(dst);
   switch (type) {
     case ElementType::kFloat32:

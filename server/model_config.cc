@@ -1,6 +1,7 @@
 #include "server/model_config.h"
 
 #include <cmath>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -11,12 +12,16 @@
 namespace layerserve {
 namespace {
 
+constexpr int64_t kMaxConfigInt = (int64_t{1} << 31) - 1;
+
+
 using nlohmann::json;
 
 // Reads config keys with the file name in every error.
 class ConfigReader {
  public:
-  ConfigReader(const json& root, const std::string& source) : root_(root), source_(source) {}
+  ConfigReader(const json& root, std::string source)
+      : root_(root), source_(std::move(source)) {}
 
   absl::Status Error(const std::string& key, const std::string& what) const {
     return absl::InvalidArgumentError(absl::StrCat(source_, ": ", key, ": ", what));
@@ -26,13 +31,17 @@ class ConfigReader {
     return root_.contains(key) && !root_[key].is_null();
   }
 
-  // The first of `keys` present, as a positive integer.
+  // The first of `keys` present, as a positive integer below 2^31: dimensions and
+  // counts, which later arithmetic (4 * hidden_size, products of dimensions) must
+  // not overflow.
   absl::StatusOr<int64_t> PositiveInt(std::initializer_list<const char*> keys) const {
     for (const char* key : keys) {
       if (!Has(key)) continue;
       const json& v = root_[key];
-      if (!v.is_number_integer() || v.get<int64_t>() < 1) {
-        return Error(key, absl::StrCat("must be a positive integer, got ", v.dump()));
+      if (!v.is_number_integer() || v.get<int64_t>() < 1 ||
+          v.get<int64_t>() > kMaxConfigInt) {
+        return Error(key, absl::StrCat("must be a positive integer below 2^31, got ",
+                                       v.dump()));
       }
       return v.get<int64_t>();
     }
@@ -50,6 +59,15 @@ class ConfigReader {
   absl::StatusOr<float> FloatOr(std::initializer_list<const char*> keys,
                                 float fallback) const {
     ASSIGN_OR_RETURN(const double value, DoubleOr(keys, fallback));
+    // Beyond float's range the cast would give infinity (undefined behaviour in
+    // C++): a model that loads and computes nonsense.
+    if (std::fabs(value) > std::numeric_limits<float>::max()) {
+      for (const char* key : keys) {
+        if (Has(key)) {
+          return Error(key, absl::StrCat(value, " is beyond the float32 range"));
+        }
+      }
+    }
     return static_cast<float>(value);
   }
 
@@ -83,10 +101,11 @@ class ConfigReader {
   }
 
   const json& root() const { return root_; }
+  const std::string& source() const { return source_; }
 
  private:
   const json& root_;
-  const std::string& source_;
+  const std::string source_;  // A copy: callers pass temporaries.
 };
 
 absl::StatusOr<HiddenActivation> ParseActivation(const ConfigReader& reader,
@@ -106,7 +125,7 @@ absl::Status ParseRopeScaling(const ConfigReader& reader, int64_t max_positions,
   if (!reader.Has("rope_scaling")) return absl::OkStatus();
   const json& rs = reader.root()["rope_scaling"];
   if (!rs.is_object()) return reader.Error("rope_scaling", "must be an object");
-  ConfigReader sub(rs, absl::StrCat("rope_scaling"));
+  ConfigReader sub(rs, absl::StrCat(reader.source(), ": rope_scaling"));
   // Newer configs say rope_type, older ones type.
   ASSIGN_OR_RETURN(std::string type, sub.StringOr({"rope_type", "type"}, "default"));
   if (type == "default") return absl::OkStatus();

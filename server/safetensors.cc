@@ -120,7 +120,11 @@ absl::Status SafetensorsFile::ParseHeader() {
     const std::string* name;
   };
   std::vector<Range> ranges;
-  for (auto& [name, entry] : header.items()) {
+  for (auto& item : header.items()) {
+    // Named, not a structured binding: lambdas may not capture those in C++17
+    // (clang refuses; the fuzz build uses clang).
+    const std::string& name = item.key();
+    auto& entry = item.value();
     if (name == "__metadata__") continue;
     auto tensor_error = [&](const std::string& what) {
       return error(absl::StrCat("tensor \"", name, "\": ", what));

@@ -167,7 +167,16 @@ TEST(ModelConfigTest, Errors) {
                        "m/config.json: hidden_size: required"));
   EXPECT_THAT(ParseModelConfig(R"({"model_type":"llama","hidden_size":-4})", "c"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "c: hidden_size: must be a positive integer, got -4"));
+                       "c: hidden_size: must be a positive integer below 2^31, got -4"));
+  // Found by fuzz/model_config_fuzz.cc (reproducers in fuzz/regressions/).
+  EXPECT_THAT(ParseModelConfig(R"({"model_type":"gpt2","n_embd":4611686018427387904})", "c"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("c: n_embd: must be a positive integer below 2^31")));
+  EXPECT_THAT(ParseModelConfig(R"({"model_type":"llama","hidden_size":32,
+      "num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":64,
+      "rope_theta":1e103})", "c"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "c: rope_theta: 1e+103 is beyond the float32 range"));
   EXPECT_THAT(ParseModelConfig(R"({"model_type":"llama","hidden_size":30,
       "num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":64})", "c"),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -517,7 +517,8 @@ TEST(ActivationTest, PyTorchValuesAtTheExtremes) {
     for (const TorchValue& t : table) {
       if (!Applies(s, t.act)) continue;
       // A full oneDNN chunk of x, so that the oneDNN strategy computes it itself.
-      std::vector<float> x(internal::kOneDnnChunk, t.x), y(x.size()), ref(x.size());
+      // y holds the one-element call at 0 and the full call from 1 on.
+      std::vector<float> x(internal::kOneDnnChunk, t.x), y(x.size() + 1), ref(x.size());
       RunUnary(s, ctx, t.act, x.data(), 1, y.data());
       RunUnary(s, ctx, t.act, x.data(), static_cast<int64_t>(x.size()), y.data() + 1);
       ActivateReference(t.act, x.data(), 1, ref.data());
