@@ -1,0 +1,197 @@
+// The batcher's queues (server/batch_queues.h) driven by a byte-coded program of
+// schedule / advance-clock / take / flush operations and checked, after every
+// operation, against a plain model of what they must hold: every accepted task
+// leaves exactly once, in schedule order within its key, in batches that obey
+// max_batch_rows, from a queue that is closed (full, old enough, or flushed) and
+// holds the oldest task among the closed ones.
+#include <deque>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "fuzz/fuzz_check.h"
+#include "fuzz/fuzz_targets.h"
+#include "server/batch_queues.h"
+
+namespace layerserve::fuzz {
+namespace {
+
+// Reads the program; zeros once it runs out.
+class Bytes {
+ public:
+  Bytes(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  bool empty() const { return pos_ >= size_; }
+  uint8_t Next() { return pos_ < size_ ? data_[pos_++] : 0; }
+
+ private:
+  const uint8_t* const data_;
+  const size_t size_;
+  size_t pos_ = 0;
+};
+
+int64_t live_tasks = 0;  // FuzzTasks alive: 0 after each input, or one leaked.
+
+class FuzzTask : public BatchTask {
+ public:
+  FuzzTask(int64_t id, int64_t rows) : id_(id), rows_(rows) { ++live_tasks; }
+  ~FuzzTask() override { --live_tasks; }
+  int64_t rows() const override { return rows_; }
+  int64_t id() const { return id_; }
+
+ private:
+  const int64_t id_;
+  const int64_t rows_;
+};
+
+struct ModelTask {
+  int64_t id;
+  int64_t rows;
+  absl::Time enqueued;
+};
+
+class Checker {
+ public:
+  explicit Checker(const BatchOptions& options) : options_(options), queues_(options) {}
+
+  void Schedule(int key_index, int64_t rows) {
+    const std::string key = absl::StrCat("key", key_index);
+    const int64_t id = next_id_++;
+    std::unique_ptr<BatchTask> task = std::make_unique<FuzzTask>(id, rows);
+    const bool room = waiting_ < options_.max_queue_size;
+    const absl::Status status = queues_.Schedule(key, task, now_);
+    if (room) {
+      FUZZ_CHECK(status.ok(), status.ToString());
+      FUZZ_CHECK(task == nullptr, "accepted but not taken");
+      model_[key].push_back({id, rows, now_});
+      ++waiting_;
+    } else {
+      FUZZ_CHECK(status.code() == absl::StatusCode::kResourceExhausted, status.ToString());
+      FUZZ_CHECK(task != nullptr, "refused but taken");
+    }
+    CheckSize();
+  }
+
+  void Advance(int64_t micros) { now_ += absl::Microseconds(micros); }
+
+  // One TakeClosed(now, flush), checked; false when nothing was closed.
+  bool Take(bool flush) {
+    // The queue the model says must go next, if any: closed, oldest front task.
+    const std::string* want_key = nullptr;
+    absl::Time oldest = absl::InfiniteFuture();
+    for (const auto& [key, tasks] : model_) {
+      if (tasks.empty() || !(flush || Closed(tasks))) continue;
+      if (want_key == nullptr || tasks.front().enqueued < oldest) {
+        want_key = &key;
+        oldest = tasks.front().enqueued;
+      }
+    }
+    std::optional<BatchQueues::Closed> closed = queues_.TakeClosed(now_, flush);
+    if (want_key == nullptr) {
+      FUZZ_CHECK(!closed.has_value(), "a batch while no queue is closed");
+      return false;
+    }
+    FUZZ_CHECK(closed.has_value(), absl::StrCat("no batch while ", *want_key, " is closed"));
+    std::deque<ModelTask>& tasks = model_[closed->key];
+    FUZZ_CHECK(!tasks.empty() && (flush || Closed(tasks)),
+               absl::StrCat("batch from ", closed->key, ", which is not closed"));
+    FUZZ_CHECK(tasks.front().enqueued == oldest,
+               absl::StrCat("batch from ", closed->key, " while an older queue is closed"));
+    FUZZ_CHECK(!closed->tasks.empty(), "an empty batch");
+    int64_t rows = 0;
+    for (const auto& task : closed->tasks) {
+      FUZZ_CHECK(!tasks.empty(), "a batch holding more tasks than were queued");
+      const auto* t = static_cast<const FuzzTask*>(task.get());
+      const ModelTask want = tasks.front();
+      tasks.pop_front();
+      FUZZ_CHECK(t->id() == want.id, absl::StrCat("task ", t->id(), " out of order, expected ",
+                                                  want.id, " in ", closed->key));
+      FUZZ_CHECK(task->enqueued() == want.enqueued, "enqueued time");
+      rows += want.rows;
+    }
+    FUZZ_CHECK(closed->rows == rows, "batch rows");
+    FUZZ_CHECK(closed->tasks.size() == 1 || rows <= options_.max_batch_rows,
+               absl::StrCat(rows, " rows over max_batch_rows ", options_.max_batch_rows));
+    FUZZ_CHECK(tasks.empty() || rows + tasks.front().rows > options_.max_batch_rows,
+               "the batch left out a task that fits");
+    waiting_ -= static_cast<int64_t>(closed->tasks.size());
+    if (tasks.empty()) model_.erase(closed->key);
+    CheckSize();
+    return true;
+  }
+
+  void CheckNextClose() {
+    absl::Time want = absl::InfiniteFuture();
+    for (const auto& [key, tasks] : model_) want = std::min(want, CloseTime(tasks));
+    FUZZ_CHECK(queues_.NextClose() == want, "NextClose()");
+  }
+
+  // Flushes everything out; every accepted task must come out exactly once.
+  void Drain() {
+    while (Take(/*flush=*/true)) {
+    }
+    FUZZ_CHECK(waiting_ == 0 && model_.empty(), "tasks left after a full flush");
+    FUZZ_CHECK(queues_.size() == 0, "size() after a full flush");
+    FUZZ_CHECK(queues_.NextClose() == absl::InfiniteFuture(), "NextClose() when empty");
+  }
+
+ private:
+  absl::Time CloseTime(const std::deque<ModelTask>& tasks) const {
+    int64_t rows = 0;
+    for (const ModelTask& t : tasks) rows += t.rows;
+    if (rows >= options_.max_batch_rows) return absl::InfinitePast();
+    return tasks.front().enqueued + options_.max_queue_delay;
+  }
+  bool Closed(const std::deque<ModelTask>& tasks) const { return CloseTime(tasks) <= now_; }
+  void CheckSize() const {
+    FUZZ_CHECK(queues_.size() == waiting_,
+               absl::StrCat("size() ", queues_.size(), ", expected ", waiting_));
+  }
+
+  const BatchOptions options_;
+  BatchQueues queues_;
+  std::map<std::string, std::deque<ModelTask>> model_;
+  int64_t waiting_ = 0;
+  int64_t next_id_ = 0;
+  absl::Time now_ = absl::UnixEpoch() + absl::Hours(1);
+};
+
+}  // namespace
+
+Outcome FuzzBatchQueues(const uint8_t* data, size_t size) {
+  Bytes bytes(data, size);
+  BatchOptions options;
+  options.max_batch_rows = 1 + bytes.Next() % 16;
+  options.max_queue_delay = absl::Microseconds(bytes.Next() % 64);
+  options.max_queue_size = 1 + bytes.Next() % 32;
+  {
+    Checker checker(options);
+    while (!bytes.empty()) {
+      const uint8_t op = bytes.Next();
+      switch (op % 8) {
+        case 0:
+        case 1:
+        case 2:  // Schedule: key from the op byte, rows from the next (some > max).
+          checker.Schedule((op >> 3) % 4, 1 + bytes.Next() % 20);
+          break;
+        case 3:
+          checker.Advance(bytes.Next());
+          break;
+        case 4:
+        case 5:
+          checker.Take(/*flush=*/false);
+          break;
+        case 6:
+          checker.Take(/*flush=*/true);
+          break;
+        case 7:
+          checker.CheckNextClose();
+          break;
+      }
+    }
+    checker.Drain();
+  }
+  FUZZ_CHECK(live_tasks == 0, absl::StrCat(live_tasks, " tasks leaked or freed twice"));
+  return Outcome::kAccepted;
+}
+
+}  // namespace layerserve::fuzz
