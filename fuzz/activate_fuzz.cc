@@ -15,19 +15,15 @@ Outcome FuzzActivate(const uint8_t* data, size_t size) {
     return Outcome::kRejected;
   }
   const TensorInfo& info = job->input.info;
-  FUZZ_CHECK(job->input.values.size() == static_cast<size_t>(info.elements),
-             "decoded input size");
+  FUZZ_CHECK(job->input.values.size() == info.elements, "decoded input size");
   if (job->form == ActivateJob::Form::kGatedTwoTensors) {
     FUZZ_CHECK(job->gate.size() == job->input.values.size(), "gate size");
   }
   if (info.elements > kMaxRunElements) return Outcome::kSkipped;
-  // The copy RunActivate may not change: it computes in place in the job.
-  const std::vector<int64_t> output_shape = job->output_shape;
-  const kernels::ElementType output_type = job->output_type;
 
   v1::ActivateResponse response;
   RunActivate(Worker().activation, *job, &response);
-  CheckOutputTensor(response.output(), output_shape, output_type, "output");
+  CheckOutputTensor(response.output(), job->output_shape, job->output_type, "output");
   return Outcome::kAccepted;
 }
 

@@ -16,12 +16,9 @@ Outcome FuzzNormalize(const uint8_t* data, size_t size) {
     return Outcome::kRejected;
   }
   const TensorInfo& info = job->input.info;
-  FUZZ_CHECK(job->input.values.size() == static_cast<size_t>(info.elements),
-             "decoded input size");
-  FUZZ_CHECK(job->weight.empty() || job->weight.size() == static_cast<size_t>(info.last_dim()),
-             "weight size");
-  FUZZ_CHECK(job->bias.empty() || job->bias.size() == static_cast<size_t>(info.last_dim()),
-             "bias size");
+  FUZZ_CHECK(job->input.values.size() == info.elements, "decoded input size");
+  FUZZ_CHECK(job->weight.empty() || job->weight.size() == info.last_dim(), "weight size");
+  FUZZ_CHECK(job->bias.empty() || job->bias.size() == info.last_dim(), "bias size");
   FUZZ_CHECK(job->residual.empty() || job->residual.size() == job->input.values.size(),
              "residual size");
   if (info.elements > kMaxRunElements) return Outcome::kSkipped;

@@ -1,7 +1,8 @@
 // The tensor codec: the bytes as a serialized v1::Tensor -> ValidateTensor and
 // DecodeTensor, then EncodeTensor back to the same dtype. Checks: validation agrees
-// with the shape and byte count, the decoded statistics match the scalar reference,
-// and the round trip gives back the same bytes (every NaN staying a NaN).
+// with the shape and byte count, FLOAT32 is decoded in place (a view of the bytes),
+// the decoded statistics match the scalar reference, and the round trip gives back
+// the same bytes (every NaN staying a NaN).
 #include <cmath>
 #include <cstring>
 
@@ -54,7 +55,15 @@ Outcome FuzzTensorCodec(const uint8_t* data, size_t size) {
 
   absl::StatusOr<DecodedTensor> decoded = DecodeTensor(*tensor, "input", RankRange{1, 8});
   FUZZ_CHECK(decoded.ok(), decoded.status().ToString());
-  FUZZ_CHECK(decoded->values.size() == static_cast<size_t>(elements), "decoded size");
+  FUZZ_CHECK(decoded->values.size() == elements, "decoded size");
+  // FLOAT32 is read in place: the values must be the wire bytes themselves.
+  FUZZ_CHECK(decoded->values.is_view() == (info->dtype == kernels::ElementType::kFloat32),
+             "FLOAT32 decoded by copy or a 16-bit dtype not converted");
+  if (decoded->values.is_view()) {
+    FUZZ_CHECK(static_cast<const void*>(decoded->values.data()) ==
+                   static_cast<const void*>(tensor->data().data()),
+               "FLOAT32 view does not point at the wire bytes");
+  }
   const kernels::ValueStats want =
       kernels::ValueStatsReference(decoded->values.data(), elements);
   const kernels::ValueStats& got = decoded->stats;

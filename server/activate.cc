@@ -100,7 +100,7 @@ absl::StatusOr<ActivateJob> ParseActivateRequest(const v1::ActivateRequest& requ
   return job;
 }
 
-OutputHealth RunActivate(kernels::ActivationContext& context, ActivateJob& job,
+OutputHealth RunActivate(kernels::ActivationContext& context, const ActivateJob& job,
                          v1::ActivateResponse* response) {
   const TensorInfo& info = job.input.info;
   const float* x = job.input.values.data();

@@ -13,7 +13,8 @@
 
 namespace layerserve {
 
-// An Activate request that passed validation, its tensors already float32.
+// An Activate request that passed validation, its tensors already float32. FLOAT32
+// tensors view the request's bytes: the request must outlive the job.
 struct ActivateJob {
   // The element-wise activation, or the one applied to the gate (SWIGLU: kSilu).
   kernels::Activation activation = kernels::Activation::kRelu;
@@ -21,16 +22,19 @@ struct ActivateJob {
   Form form = Form::kElementwise;
   // Element-wise: x. Gated with a gate tensor: up. Packed: [..., 2F], gate first.
   DecodedTensor input;
-  std::vector<float> gate;  // kGatedTwoTensors only, input's shape.
+  Float32Values gate;  // kGatedTwoTensors only, input's shape.
   std::vector<int64_t> output_shape;
   kernels::ElementType output_type = kernels::ElementType::kFloat32;
 };
 
 // INVALID_ARGUMENT naming the field for every malformed request.
 absl::StatusOr<ActivateJob> ParseActivateRequest(const v1::ActivateRequest& request);
+// The job would view a request destroyed at the end of the call's full expression.
+absl::StatusOr<ActivateJob> ParseActivateRequest(const v1::ActivateRequest&& request) =
+    delete;
 
 // Runs the kernel and fills `response`; returns the output's numeric health.
-OutputHealth RunActivate(kernels::ActivationContext& context, ActivateJob& job,
+OutputHealth RunActivate(kernels::ActivationContext& context, const ActivateJob& job,
                          v1::ActivateResponse* response);
 
 }  // namespace layerserve

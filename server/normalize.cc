@@ -11,9 +11,8 @@ namespace {
 
 // A [D] parameter tensor (weight or bias) whose length must equal the input's last
 // dimension.
-absl::StatusOr<std::vector<float>> DecodeRowParameter(const v1::Tensor& tensor,
-                                                      absl::string_view field,
-                                                      int64_t dim) {
+absl::StatusOr<Float32Values> DecodeRowParameter(const v1::Tensor& tensor,
+                                                 absl::string_view field, int64_t dim) {
   ASSIGN_OR_RETURN(DecodedTensor decoded, DecodeTensor(tensor, field, {1, 1}));
   if (decoded.info.shape[0] != dim) {
     return absl::InvalidArgumentError(

@@ -3,8 +3,6 @@
 #ifndef LAYERSERVE_SERVER_NORMALIZE_H_
 #define LAYERSERVE_SERVER_NORMALIZE_H_
 
-#include <vector>
-
 #include "absl/status/statusor.h"
 #include "kernels/norm.h"
 #include "layerserve/v1/layerserve.pb.h"
@@ -12,13 +10,14 @@
 
 namespace layerserve {
 
-// A Normalize request that passed validation, its tensors already float32.
+// A Normalize request that passed validation, its tensors already float32. FLOAT32
+// tensors view the request's bytes: the request must outlive the job.
 struct NormalizeJob {
   v1::NormKind kind = v1::LAYER_NORM;
   DecodedTensor input;
-  std::vector<float> weight;    // Empty: no scale.
-  std::vector<float> bias;      // Empty: no shift.
-  std::vector<float> residual;  // Empty: no fused residual add.
+  Float32Values weight;    // Empty: no scale.
+  Float32Values bias;      // Empty: no shift.
+  Float32Values residual;  // Empty: no fused residual add.
   float epsilon = 0;
   bool weight_offset = false;
   kernels::ElementType output_type = kernels::ElementType::kFloat32;
@@ -29,6 +28,9 @@ inline constexpr float kDefaultRmsNormEpsilon = 1e-6f;
 
 // INVALID_ARGUMENT naming the field for every malformed request.
 absl::StatusOr<NormalizeJob> ParseNormalizeRequest(const v1::NormalizeRequest& request);
+// The job would view a request destroyed at the end of the call's full expression.
+absl::StatusOr<NormalizeJob> ParseNormalizeRequest(const v1::NormalizeRequest&& request) =
+    delete;
 
 // Runs the kernel and fills `response`; returns the output's numeric health.
 OutputHealth RunNormalize(kernels::NormContext& context, const NormalizeJob& job,

@@ -61,7 +61,8 @@ struct T5BiasJob {
   kernels::ElementType output_type = kernels::ElementType::kFloat32;
 };
 
-// A PositionalEncode request that passed validation: one job per method.
+// A PositionalEncode request that passed validation: one job per method. FLOAT32
+// tensors view the request's bytes: the request must outlive the job.
 using PositionalEncodeJob =
     std::variant<SinusoidalJob, LearnedJob, RopeJob, AlibiJob, T5BiasJob>;
 
@@ -70,6 +71,9 @@ using PositionalEncodeJob =
 // kMaxGeneratedElements.
 absl::StatusOr<PositionalEncodeJob> ParsePositionalEncodeRequest(
     const v1::PositionalEncodeRequest& request);
+// The job would view a request destroyed at the end of the call's full expression.
+absl::StatusOr<PositionalEncodeJob> ParsePositionalEncodeRequest(
+    const v1::PositionalEncodeRequest&& request) = delete;
 
 // Runs the method's kernel and fills `response`; returns the output's numeric
 // health.

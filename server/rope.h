@@ -16,9 +16,10 @@
 
 namespace layerserve {
 
-// A Rope message that passed validation: tensors already float32, positions
-// resolved, frequencies computed. The cos/sin tables are built by RunRope (on the
-// worker, not on the gRPC thread that parses).
+// A Rope message that passed validation: tensors already float32 (FLOAT32 ones view
+// the message's bytes, so the message must outlive the job), positions resolved,
+// frequencies computed. The cos/sin tables are built by RunRope (on the worker, not
+// on the gRPC thread that parses).
 struct RopeJob {
   DecodedTensor query;  // [B,Hq,T,Dh] (BHTD) or [B,T,Hq,Dh] (BTHD).
   bool has_key = false;
@@ -44,6 +45,9 @@ inline constexpr float kDefaultRopeTheta = 10000.0f;
 // "rope.") and resolves positions (ResolvePositions with prefix "rope.").
 // `output_dtype` is the request's output_dtype (UNSPECIFIED: the query's dtype).
 absl::StatusOr<RopeJob> ParseRope(const v1::Rope& rope, v1::DataType output_dtype);
+// The job would view a message destroyed at the end of the call's full expression.
+absl::StatusOr<RopeJob> ParseRope(const v1::Rope&& rope,
+                                  v1::DataType output_dtype) = delete;
 
 // Rotates query (and key) and fills response->output (rotated query) and
 // response->key, in the request's shape and layout. Returns the numeric health

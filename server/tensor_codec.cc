@@ -1,6 +1,9 @@
 #include "server/tensor_codec.h"
 
+#include <cstdint>
+#include <cstring>
 #include <limits>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -103,22 +106,37 @@ absl::StatusOr<TensorInfo> ValidateTensor(const v1::Tensor& tensor,
   return info;
 }
 
-absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& tensor,
-                                           absl::string_view field, RankRange ranks) {
+DecodedTensor DecodeTensorData(TensorInfo info, absl::string_view data) {
   DecodedTensor decoded;
-  ASSIGN_OR_RETURN(decoded.info, ValidateTensor(tensor, field, ranks));
+  decoded.info = std::move(info);
   const int64_t n = decoded.info.elements;
-  decoded.values.resize(n);
   if (decoded.info.dtype == ElementType::kFloat32) {
     // Wire bytes are little-endian float32, as on every host this builds for.
-    decoded.stats = kernels::CopyWithValueStats(
-        reinterpret_cast<const float*>(tensor.data().data()), n, decoded.values.data());
-  } else {
-    kernels::ConvertToFloat32(decoded.info.dtype, tensor.data().data(), n,
-                              decoded.values.data());
-    decoded.stats = kernels::ComputeValueStats(decoded.values.data(), n);
+    if (reinterpret_cast<std::uintptr_t>(data.data()) % alignof(float) == 0) {
+      const float* values = reinterpret_cast<const float*>(data.data());
+      decoded.values = Float32Values::View(values, n);
+      decoded.stats = kernels::ComputeValueStats(values, n);
+      return decoded;
+    }
+    // Not reachable through a protobuf std::string (heap storage from operator new,
+    // or the buffer inside the string object); memcpy reads any address.
+    std::vector<float> copy(n);
+    if (n > 0) std::memcpy(copy.data(), data.data(), data.size());
+    decoded.stats = kernels::ComputeValueStats(copy.data(), n);
+    decoded.values = Float32Values::Own(std::move(copy));
+    return decoded;
   }
+  std::vector<float> converted(n);
+  kernels::ConvertToFloat32(decoded.info.dtype, data.data(), n, converted.data());
+  decoded.stats = kernels::ComputeValueStats(converted.data(), n);
+  decoded.values = Float32Values::Own(std::move(converted));
   return decoded;
+}
+
+absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& tensor,
+                                           absl::string_view field, RankRange ranks) {
+  ASSIGN_OR_RETURN(TensorInfo info, ValidateTensor(tensor, field, ranks));
+  return DecodeTensorData(std::move(info), tensor.data());
 }
 
 int64_t EncodeTensor(const std::vector<int64_t>& shape, const float* values,

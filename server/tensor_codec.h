@@ -1,12 +1,13 @@
-// Decoding of wire tensors (layerserve.v1.Tensor) into validated float32 buffers and
-// encoding of float32 results back. Every rule that makes a tensor unusable is
-// checked here, with an INVALID_ARGUMENT message that names the field and the
-// numbers. Stateless; safe from any thread.
+// Decoding of wire tensors (layerserve.v1.Tensor) into validated float32 values (for
+// FLOAT32, views of the wire bytes) and encoding of float32 results back. Every rule
+// that makes a tensor unusable is checked here, with an INVALID_ARGUMENT message that
+// names the field and the numbers. Stateless; safe from any thread.
 #ifndef LAYERSERVE_SERVER_TENSOR_CODEC_H_
 #define LAYERSERVE_SERVER_TENSOR_CODEC_H_
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,10 +28,58 @@ struct TensorInfo {
   int64_t rows() const { return elements / shape.back(); }
 };
 
-// A validated tensor converted to float32, the type every kernel computes in.
+// The float32 values of a decoded tensor, read-only: either a view of the wire bytes
+// (FLOAT32: no allocation, no copy) or a buffer of their own (values converted from a
+// 16-bit dtype, or float32 bytes that were not 4-byte aligned). Copies and moves read
+// the same values: a view keeps pointing at the wire bytes, which do not move with
+// it, and an owned buffer is reached through its vector, never a saved pointer.
+//
+// Lifetime: a view is valid while the bytes it views live, unmoved and unmodified;
+// for DecodeTensor, while the v1::Tensor, so the request message holding it, lives
+// where it is (a short string's bytes sit inside the string object, so moving the
+// message moves them). The server keeps each request in place until its call is
+// finished, which is after the worker ran the job; any other caller must keep the
+// request as long as the job.
+class Float32Values {
+ public:
+  using value_type = float;
+  using const_iterator = const float*;
+
+  Float32Values() = default;  // No values.
+  // REQUIRES: `data` is aligned for float and holds `size` values that outlive the
+  // result and every copy of it.
+  static Float32Values View(const float* data, int64_t size) {
+    Float32Values values;
+    values.view_ = data;
+    values.view_size_ = size;
+    return values;
+  }
+  static Float32Values Own(std::vector<float> owned) {
+    Float32Values values;
+    values.owned_ = std::move(owned);
+    return values;
+  }
+
+  const float* data() const { return view_ != nullptr ? view_ : owned_.data(); }
+  int64_t size() const {
+    return view_ != nullptr ? view_size_ : static_cast<int64_t>(owned_.size());
+  }
+  bool empty() const { return size() == 0; }
+  const float* begin() const { return data(); }
+  const float* end() const { return data() + size(); }
+  // True when the values are the wire bytes themselves: nothing was copied.
+  bool is_view() const { return view_ != nullptr; }
+
+ private:
+  const float* view_ = nullptr;  // Into bytes this object does not own; else null.
+  int64_t view_size_ = 0;
+  std::vector<float> owned_;  // Used only when view_ is null.
+};
+
+// A validated tensor as float32, the type every kernel computes in.
 struct DecodedTensor {
   TensorInfo info;
-  std::vector<float> values;
+  Float32Values values;       // Views the wire bytes for FLOAT32; see Float32Values.
   kernels::ValueStats stats;  // Of `values`, taken while decoding.
 };
 
@@ -66,9 +115,22 @@ absl::StatusOr<kernels::ElementType> ResolveOutputType(v1::DataType requested,
 absl::StatusOr<TensorInfo> ValidateTensor(const v1::Tensor& tensor,
                                           absl::string_view field, RankRange ranks);
 
-// ValidateTensor, then converts the data to float32.
+// ValidateTensor, then DecodeTensorData. The result may view `tensor`'s bytes: keep
+// `tensor` alive, unmoved and unmodified while it is used (see Float32Values).
 absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& tensor,
                                            absl::string_view field, RankRange ranks);
+// A temporary tensor would be destroyed while the result still views its bytes.
+absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor&& tensor,
+                                           absl::string_view field,
+                                           RankRange ranks) = delete;
+
+// The values of `data`, wire bytes of a tensor `info` describes, as float32 with
+// their statistics (one read pass). FLOAT32 bytes aligned for float are viewed, not
+// copied; misaligned FLOAT32 bytes are copied and 16-bit values converted into an
+// owned buffer. The wire bytes are never written.
+// REQUIRES: data.size() == info.elements * ElementSize(info.dtype) (ValidateTensor
+// checks it); with a view, `data` outlives the result.
+DecodedTensor DecodeTensorData(TensorInfo info, absl::string_view data);
 
 // Fills `out` with `shape` and `values` converted to `type`. Returns how many finite
 // values overflowed the 16-bit range and became +-Inf. With `stats`, also takes the

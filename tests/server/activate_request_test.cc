@@ -51,14 +51,16 @@ v1::ActivateResponse ParseAndRun(const v1::ActivateRequest& request) {
 double Silu(double x) { return x / (1 + std::exp(-x)); }
 
 TEST(ActivateRequestTest, ValidRequestsParse) {
-  absl::StatusOr<ActivateJob> job = ParseActivateRequest(ValidRequest());
+  const v1::ActivateRequest request = ValidRequest();  // Outlives the job.
+  absl::StatusOr<ActivateJob> job = ParseActivateRequest(request);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->form, ActivateJob::Form::kElementwise);
   EXPECT_EQ(job->activation, kernels::Activation::kSilu);
   EXPECT_EQ(job->output_type, kernels::ElementType::kFloat32);
   EXPECT_THAT(job->output_shape, ElementsAre(2, 4));
 
-  job = ParseActivateRequest(ValidGatedRequest());
+  const v1::ActivateRequest gated = ValidGatedRequest();
+  job = ParseActivateRequest(gated);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->form, ActivateJob::Form::kGatedTwoTensors);
   EXPECT_THAT(job->output_shape, ElementsAre(2, 4));

@@ -27,7 +27,8 @@ v1::NormalizeRequest ValidRequest() {
 }
 
 TEST(NormalizeRequestTest, ValidRequestParsesWithDefaults) {
-  absl::StatusOr<NormalizeJob> job = ParseNormalizeRequest(ValidRequest());
+  const v1::NormalizeRequest request = ValidRequest();  // Outlives the job.
+  absl::StatusOr<NormalizeJob> job = ParseNormalizeRequest(request);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->epsilon, 1e-5f);
   EXPECT_EQ(job->output_type, kernels::ElementType::kFloat32);

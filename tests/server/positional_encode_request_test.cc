@@ -413,7 +413,8 @@ v1::PositionalEncodeRequest T5Request(int64_t buckets, int64_t heads,
 }
 
 TEST(T5BiasRequestTest, Defaults) {
-  absl::StatusOr<PositionalEncodeJob> job = Parse(T5Request(32, 4, true));
+  const v1::PositionalEncodeRequest request = T5Request(32, 4, true);  // Outlives job.
+  absl::StatusOr<PositionalEncodeJob> job = Parse(request);
   ASSERT_TRUE(job.ok()) << job.status();
   const auto& t = std::get<T5BiasJob>(*job);
   EXPECT_EQ(t.shape.num_buckets, 32);

@@ -49,7 +49,8 @@ void ExpectInvalid(const v1::Rope& rope, const std::string& message) {
 }
 
 TEST(RopeRequestTest, ValidRequestParsesWithDefaults) {
-  absl::StatusOr<RopeJob> job = Parse(ValidRope());
+  const v1::Rope rope = ValidRope();  // Outlives the job, which views its tensors.
+  absl::StatusOr<RopeJob> job = Parse(rope);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_TRUE(job->bhtd);
   EXPECT_EQ(job->style, kernels::RopeStyle::kHalf);
@@ -294,7 +295,8 @@ TEST(RopeRequestTest, RejectsBadPositions) {
 }
 
 TEST(RopeRequestTest, RejectsUnknownOutputDtype) {
-  EXPECT_THAT(ParseRope(ValidRope(), static_cast<v1::DataType>(9)),
+  const v1::Rope rope = ValidRope();
+  EXPECT_THAT(ParseRope(rope, static_cast<v1::DataType>(9)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "output_dtype: unknown dtype 9; expected FLOAT32, BFLOAT16 or "
                        "FLOAT16"));
@@ -452,7 +454,8 @@ TEST_P(RopeGoldenRequestTest, MatchesPyTorch) {
   ASSERT_GE(Cases().size(), 20u);
   for (const golden::RopeGoldenCase& c : Cases()) {
     SCOPED_TRACE(c.name);
-    absl::StatusOr<RopeJob> job = ParseRope(RopeOf(c, dtype), v1::DATA_TYPE_UNSPECIFIED);
+    const v1::Rope rope = RopeOf(c, dtype);  // Outlives the job, which views its tensors.
+    absl::StatusOr<RopeJob> job = ParseRope(rope, v1::DATA_TYPE_UNSPECIFIED);
     ASSERT_TRUE(job.ok()) << job.status();
     v1::PositionalEncodeResponse response;
     EXPECT_EQ(RunRope(*job, &response).saturated, 0);

@@ -1,8 +1,12 @@
 // Every rule of ValidateTensor/DecodeTensor, with the exact code and the field named.
 #include "server/tensor_codec.h"
 
+#include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -111,6 +115,150 @@ TEST(TensorCodecTest, DecodesAndEncodesBfloat16) {
             0);
   EXPECT_EQ(out.dtype(), v1::BFLOAT16);
   EXPECT_EQ(out.data(), t.data());
+}
+
+// Finite values of every magnitude, NaN, +-Inf and a signed zero, repeated to `n`.
+std::vector<float> MixedValues(int64_t n) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float pattern[] = {1.5f, -2.25f, 0.0f,   -0.0f, 3e4f,     -7e-3f,
+                           nan,  inf,    0.125f, -inf,  65504.0f, -1.0f};
+  constexpr int64_t kPatternSize = sizeof(pattern) / sizeof(pattern[0]);
+  std::vector<float> values(n);
+  for (int64_t i = 0; i < n; ++i) values[i] = pattern[i % kPatternSize];
+  return values;
+}
+
+v1::Tensor Float32Tensor(const std::vector<float>& values) {
+  v1::Tensor t;
+  t.add_shape(static_cast<int64_t>(values.size()));
+  t.set_dtype(v1::FLOAT32);
+  t.set_data(std::string(reinterpret_cast<const char*>(values.data()),
+                         values.size() * sizeof(float)));
+  return t;
+}
+
+// Bit-exact: NaNs compare by their bits, -0 apart from +0.
+void ExpectSameBits(const Float32Values& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), static_cast<int64_t>(want.size()));
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+}
+
+// Exactly the statistics the copying pass took before decoding read in place (the
+// same loop in kernels/value_stats.cc), and the scalar reference's counts.
+void ExpectStatsOf(const kernels::ValueStats& got, const std::vector<float>& values) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  std::vector<float> scratch(n);
+  const kernels::ValueStats copied =
+      kernels::CopyWithValueStats(values.data(), n, scratch.data());
+  EXPECT_EQ(got.count, copied.count);
+  EXPECT_EQ(got.nan, copied.nan);
+  EXPECT_EQ(got.inf, copied.inf);
+  EXPECT_EQ(got.abs_max, copied.abs_max);
+  EXPECT_EQ(got.sum_squares, copied.sum_squares);
+
+  const kernels::ValueStats reference = kernels::ValueStatsReference(values.data(), n);
+  EXPECT_EQ(got.count, n);
+  EXPECT_EQ(got.nan, reference.nan);
+  EXPECT_EQ(got.inf, reference.inf);
+  EXPECT_EQ(got.abs_max, reference.abs_max);
+  // Float lanes per chunk against double throughout: ~1e-6 relative (value_stats.cc).
+  EXPECT_NEAR(got.rms(), reference.rms(), 1e-6 * reference.rms());
+}
+
+// Sizes inside the string object (<= 15 bytes in libstdc++), on the heap, and past
+// the statistics' 4096-value chunk with a tail.
+constexpr int64_t kSizes[] = {1, 3, 7, 64, 4099};
+
+TEST(TensorCodecTest, Float32DecodeViewsTheWireBytes) {
+  for (int64_t n : kSizes) {
+    SCOPED_TRACE(n);
+    const std::vector<float> values = MixedValues(n);
+    const v1::Tensor t = Float32Tensor(values);
+    absl::StatusOr<DecodedTensor> decoded = DecodeTensor(t, "input", {1, 8});
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_TRUE(decoded->values.is_view());
+    EXPECT_EQ(static_cast<const void*>(decoded->values.data()),
+              static_cast<const void*>(t.data().data()));
+    ExpectSameBits(decoded->values, values);
+    ExpectStatsOf(decoded->stats, values);
+  }
+}
+
+TEST(TensorCodecTest, SixteenBitDecodeOwnsConvertedValues) {
+  for (kernels::ElementType type :
+       {kernels::ElementType::kBfloat16, kernels::ElementType::kFloat16}) {
+    for (int64_t n : kSizes) {
+      SCOPED_TRACE(::testing::Message() << static_cast<int>(type) << " n=" << n);
+      const std::vector<float> values = MixedValues(n);
+      v1::Tensor t;
+      EncodeTensor({n}, values.data(), n, type, &t);
+      std::vector<float> converted(n);
+      kernels::ConvertToFloat32(type, t.data().data(), n, converted.data());
+
+      absl::StatusOr<DecodedTensor> decoded = DecodeTensor(t, "input", {1, 8});
+      ASSERT_TRUE(decoded.ok()) << decoded.status();
+      EXPECT_FALSE(decoded->values.is_view());
+      const char* wire = t.data().data();
+      const char* owned = reinterpret_cast<const char*>(decoded->values.data());
+      EXPECT_TRUE(owned + n * sizeof(float) <= wire || owned >= wire + t.data().size());
+      ExpectSameBits(decoded->values, converted);
+      ExpectStatsOf(decoded->stats, converted);
+    }
+  }
+}
+
+TEST(TensorCodecTest, MovedDecodedTensorReadsTheSameValues) {
+  // FLOAT32 in the string object and on the heap (views), BFLOAT16 (owned).
+  for (auto [type, n] : {std::pair{kernels::ElementType::kFloat32, int64_t{3}},
+                         {kernels::ElementType::kFloat32, int64_t{64}},
+                         {kernels::ElementType::kBfloat16, int64_t{3}},
+                         {kernels::ElementType::kBfloat16, int64_t{64}}}) {
+    SCOPED_TRACE(::testing::Message() << static_cast<int>(type) << " n=" << n);
+    const std::vector<float> values = MixedValues(n);
+    v1::Tensor t;
+    EncodeTensor({n}, values.data(), n, type, &t);
+    absl::StatusOr<DecodedTensor> decoded = DecodeTensor(t, "input", {1, 8});
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    const std::vector<float> before(decoded->values.begin(), decoded->values.end());
+    const bool was_view = decoded->values.is_view();
+
+    DecodedTensor constructed(*std::move(decoded));
+    ExpectSameBits(constructed.values, before);
+    DecodedTensor assigned;
+    assigned = std::move(constructed);
+    ExpectSameBits(assigned.values, before);
+    EXPECT_EQ(assigned.values.is_view(), was_view);
+    if (was_view) {
+      EXPECT_EQ(static_cast<const void*>(assigned.values.data()),
+                static_cast<const void*>(t.data().data()));
+    }
+  }
+}
+
+TEST(TensorCodecTest, MisalignedFloat32BytesAreCopied) {
+  // A v1::Tensor cannot hold misaligned bytes (a std::string's storage comes from
+  // operator new or is inside the string object), so the bytes are laid out by hand
+  // one byte into a buffer.
+  for (int64_t n : kSizes) {
+    SCOPED_TRACE(n);
+    const std::vector<float> values = MixedValues(n);
+    const size_t bytes = values.size() * sizeof(float);
+    std::vector<char> buffer(bytes + 1);
+    std::memcpy(buffer.data() + 1, values.data(), bytes);
+    const absl::string_view data(buffer.data() + 1, bytes);
+    ASSERT_NE(reinterpret_cast<std::uintptr_t>(data.data()) % alignof(float), 0u);
+    TensorInfo info;
+    info.shape = {n};
+    info.dtype = kernels::ElementType::kFloat32;
+    info.elements = n;
+
+    const DecodedTensor decoded = DecodeTensorData(info, data);
+    EXPECT_FALSE(decoded.values.is_view());
+    EXPECT_EQ(decoded.info.shape, info.shape);
+    ExpectSameBits(decoded.values, values);
+    ExpectStatsOf(decoded.stats, values);
+  }
 }
 
 TEST(TensorCodecTest, EncodingCountsSaturatedValues) {
