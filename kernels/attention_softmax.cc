@@ -7,6 +7,7 @@
 // Highway must come after foreach_target.h.
 #include <cmath>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -23,23 +24,61 @@ namespace hn = hwy::HWY_NAMESPACE;
 using D = hn::ScalableTag<float>;
 using V = hn::Vec<D>;
 
+// The rare row with -Inf scores (already scaled) beside a finite max: those get
+// weight exactly 0 and add nothing to the entropy (the vector loop would compute
+// 0 * -Inf = NaN there).
+double SoftmaxRowWithNegativeInfinity(float* x, int64_t n, int64_t width, float max) {
+  double sum = 0, dot = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float shifted = x[i] - max;
+    x[i] = std::isinf(shifted) ? 0.0f : std::exp(shifted);
+    sum += x[i];
+    if (x[i] > 0) dot += double(x[i]) * shifted;
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  std::memset(x + n, 0, (width - n) * sizeof(float));
+  return std::log(sum) - dot / sum;
+}
+
 // One row: x[0, n) becomes the distribution, x[n, width) zeros. Returns the entropy.
 double SoftmaxRow(float* x, int64_t n, int64_t width, float scale) {
   const D d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const V vscale = hn::Set(d, scale);
-  // Pass 1: scale in place, find the max (the tail padded with -inf).
+  // Pass 1: scale in place, find the max (the tail padded with -inf). `probe` sums
+  // v * 0: it stays 0 unless some v is NaN or +-Inf, which the max cannot be
+  // trusted to show (x86's max drops a NaN operand, and Exp clamps NaN).
   V vmax = hn::Set(d, -std::numeric_limits<float>::infinity());
+  V vprobe = hn::Zero(d);
+  const V zero = hn::Zero(d);
   int64_t i = 0;
   for (; i + lanes <= n; i += lanes) {
     const V v = hn::Mul(hn::LoadU(d, x + i), vscale);
     hn::StoreU(v, d, x + i);
     vmax = hn::Max(vmax, v);
+    vprobe = hn::MulAdd(v, zero, vprobe);
   }
   float max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  float probe = hn::GetLane(hn::SumOfLanes(d, vprobe));
   for (; i < n; ++i) {
     x[i] *= scale;
     max = std::max(max, x[i]);
+    probe += x[i] * 0.0f;
+  }
+  if (std::isnan(probe)) {
+    // As in PyTorch: a NaN or +Inf score, or only -Inf scores, make the whole row
+    // NaN (exp(x - max) is NaN somewhere); -Inf scores beside a finite max are just
+    // weight 0. Such a row adds no entropy (as in the reference): a NaN would stay in
+    // the entropy histogram's sum forever; the NaN outputs are counted elsewhere.
+    bool poisoned = std::isinf(max);
+    for (int64_t j = 0; j < n && !poisoned; ++j) poisoned = std::isnan(x[j]);
+    if (poisoned) {
+      std::fill(x, x + n, std::numeric_limits<float>::quiet_NaN());
+      std::memset(x + n, 0, (width - n) * sizeof(float));
+      return 0.0;
+    }
+    return SoftmaxRowWithNegativeInfinity(x, n, width, max);
   }
   // Pass 2: e = exp(x - max); sum e and e * (x - max) for the entropy
   // H = log(sum) - sum(e * (x - max)) / sum.

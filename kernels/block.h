@@ -16,6 +16,7 @@
 #include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/kv_cache.h"
+#include "kernels/kv_cache_attention.h"
 #include "kernels/linear.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
@@ -83,6 +84,7 @@ struct BlockKernels {
   ActivationContext activation;
   std::vector<float> normed, qkv, attn, projected, mlp_in, mlp_hidden;
   std::vector<float> cached_k, cached_v;  // A cached sequence's keys and values.
+  CacheAttentionScratch cache_attention;
   std::vector<int64_t> limits;
 };
 

@@ -9,10 +9,7 @@ namespace layerserve::kernels {
 KvCache::KvCache(int64_t layers, int64_t width, KvCacheType type)
     : layers_(layers), width_(width), type_(type), blocks_(layers) {}
 
-int64_t KvCache::BlockBytes() const {
-  const int64_t element = type_ == KvCacheType::kFloat32 ? 4 : 2;
-  return 2 * kKvBlockTokens * width_ * element;
-}
+int64_t KvCache::BlockBytes() const { return 2 * kKvBlockTokens * width_ * ElementBytes(); }
 
 int64_t KvCache::bytes() const {
   int64_t blocks = 0;
@@ -26,41 +23,57 @@ int64_t KvCache::BytesToGrow(int64_t tokens) const {
   return need > have ? (need - have) * layers_ * BlockBytes() : 0;
 }
 
-void* KvCache::Row(int64_t layer, int64_t token, bool values) {
-  const int64_t element = type_ == KvCacheType::kFloat32 ? 4 : 2;
-  char* block = blocks_[layer][token / kKvBlockTokens].get();
-  const int64_t row = token % kKvBlockTokens + (values ? kKvBlockTokens : 0);
-  return block + row * width_ * element;
+const void* KvCache::KeyBlock(int64_t layer, int64_t block) const {
+  return blocks_[layer][block].get();
 }
 
-void KvCache::AppendAndRead(int64_t layer, const float* k, const float* v, int64_t stride,
-                            int64_t tokens, float* k_out, float* v_out) {
+const void* KvCache::ValueRow(int64_t layer, int64_t token) const {
+  const char* block = blocks_[layer][token / kKvBlockTokens].get();
+  const int64_t row = kKvBlockTokens + token % kKvBlockTokens;
+  return block + row * width_ * ElementBytes();
+}
+
+void KvCache::Append(int64_t layer, const float* k, const float* v, int64_t stride,
+                     int64_t tokens) {
   std::vector<std::unique_ptr<char[]>>& blocks = blocks_[layer];
-  const int64_t total = length_ + tokens;
-  while (static_cast<int64_t>(blocks.size()) * kKvBlockTokens < total) {
-    blocks.push_back(std::make_unique<char[]>(BlockBytes()));
+  while (static_cast<int64_t>(blocks.size()) * kKvBlockTokens < length_ + tokens) {
+    // Not zeroed: entries are written before they are read.
+    blocks.push_back(std::unique_ptr<char[]>(new char[BlockBytes()]));
   }
-  const size_t row_bytes = width_ * sizeof(float);
   for (int64_t t = 0; t < tokens; ++t) {
-    for (bool values : {false, true}) {
-      const float* src = (values ? v : k) + t * stride;
-      void* dst = Row(layer, length_ + t, values);
-      if (type_ == KvCacheType::kFloat32) {
-        std::memcpy(dst, src, row_bytes);
-      } else {
-        ConvertFromFloat32(ElementType::kBfloat16, src, width_, dst);
+    const int64_t token = length_ + t, column = token % kKvBlockTokens;
+    const float* key = k + t * stride;
+    void* keys = blocks[token / kKvBlockTokens].get();
+    void* values = const_cast<void*>(ValueRow(layer, token));
+    if (type_ == KvCacheType::kFloat32) {
+      for (int64_t i = 0; i < width_; ++i) {
+        static_cast<float*>(keys)[i * kKvBlockTokens + column] = key[i];
       }
+      std::memcpy(values, v + t * stride, width_ * sizeof(float));
+    } else {
+      for (int64_t i = 0; i < width_; ++i) {
+        static_cast<uint16_t*>(keys)[i * kKvBlockTokens + column] = Float32ToBfloat16(key[i]);
+      }
+      ConvertFromFloat32(ElementType::kBfloat16, v + t * stride, width_, values);
     }
   }
-  for (int64_t t = 0; t < total; ++t) {
-    for (bool values : {false, true}) {
-      float* dst = (values ? v_out : k_out) + t * width_;
-      const void* src = Row(layer, t, values);
-      if (type_ == KvCacheType::kFloat32) {
-        std::memcpy(dst, src, row_bytes);
-      } else {
-        ConvertToFloat32(ElementType::kBfloat16, src, width_, dst);
+}
+
+void KvCache::Read(int64_t layer, int64_t rows, float* k_out, float* v_out) const {
+  for (int64_t t = 0; t < rows; ++t) {
+    const int64_t column = t % kKvBlockTokens;
+    const void* keys = KeyBlock(layer, t / kKvBlockTokens);
+    float* key = k_out + t * width_;
+    if (type_ == KvCacheType::kFloat32) {
+      for (int64_t i = 0; i < width_; ++i) {
+        key[i] = static_cast<const float*>(keys)[i * kKvBlockTokens + column];
       }
+      std::memcpy(v_out + t * width_, ValueRow(layer, t), width_ * sizeof(float));
+    } else {
+      for (int64_t i = 0; i < width_; ++i) {
+        key[i] = Bfloat16ToFloat32(static_cast<const uint16_t*>(keys)[i * kKvBlockTokens + column]);
+      }
+      ConvertToFloat32(ElementType::kBfloat16, ValueRow(layer, t), width_, v_out + t * width_);
     }
   }
 }

@@ -4,9 +4,8 @@
 // Storage grows in fixed blocks of kKvBlockTokens tokens, so appending never copies
 // what is already cached (no quadratic copying over a long generation), and each
 // block is float32 or bfloat16 (half the memory; values are rounded to bfloat16 when
-// stored). Attention wants one contiguous [tokens, width] float32 array, so reading
-// gathers (and converts) the blocks into a caller's buffer: the same order of work
-// as the attention that follows, which reads every cached key and value anyway.
+// stored). Decode steps attend over the blocks in place (AttentionOverCache); long
+// calls gather them into one contiguous float32 array for oneDNN (Read).
 //
 // Not thread-safe: one call on a sequence at a time (the server serializes them).
 #ifndef LAYERSERVE_KERNELS_KV_CACHE_H_
@@ -36,24 +35,33 @@ class KvCache {
   // Bytes that caching `tokens` more tokens would add (new blocks only).
   int64_t BytesToGrow(int64_t tokens) const;
 
+  KvCacheType type() const { return type_; }
   // For `layer`: stores `tokens` new rows of keys k and values v (row stride
-  // `stride` floats) after the committed ones, then writes all length() + tokens
-  // rows, float32 and contiguous ([rows, width]), to k_out and v_out. Call once per
-  // layer per call, with the same `tokens`, then Commit(tokens).
-  void AppendAndRead(int64_t layer, const float* k, const float* v, int64_t stride,
-                     int64_t tokens, float* k_out, float* v_out);
+  // `stride` floats) after the committed ones. Call once per layer per call, with
+  // the same `tokens`, then Commit(tokens).
+  void Append(int64_t layer, const float* k, const float* v, int64_t stride,
+              int64_t tokens);
+  // Writes `layer`'s first `rows` rows (committed and appended), float32 and
+  // contiguous ([rows, width]), to k_out and v_out.
+  void Read(int64_t layer, int64_t rows, float* k_out, float* v_out) const;
+  // `layer`'s keys of block `block` (tokens block*kKvBlockTokens and on) in place,
+  // transposed: [width][kKvBlockTokens] floats or bfloat16s (type()), so a decode
+  // step's scores take a vector of keys per load with no horizontal sums.
+  const void* KeyBlock(int64_t layer, int64_t block) const;
+  // `layer`'s values of token `token` in place: width() floats or bfloat16s.
+  const void* ValueRow(int64_t layer, int64_t token) const;
   // The call's tokens become part of the cache.
   void Commit(int64_t tokens) { length_ += tokens; }
 
  private:
   int64_t BlockBytes() const;
-  // Row `token` of `layer`'s keys (values: the same block, second half).
-  void* Row(int64_t layer, int64_t token, bool values);
+  int64_t ElementBytes() const { return type_ == KvCacheType::kFloat32 ? 4 : 2; }
 
   const int64_t layers_, width_;
   const KvCacheType type_;
   int64_t length_ = 0;
-  // blocks_[layer][i]: kKvBlockTokens rows of keys, then as many of values.
+  // blocks_[layer][i]: keys [width][kKvBlockTokens] (transposed), then values
+  // [kKvBlockTokens][width].
   std::vector<std::vector<std::unique_ptr<char[]>>> blocks_;
 };
 

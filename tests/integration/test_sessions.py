@@ -68,6 +68,30 @@ def test_prefill_then_steps_equal_one_forward_pass(golden, model):
     stub.CloseSession(pb.CloseSessionRequest(session_id=session.session_id))
 
 
+@pytest.mark.parametrize("model", ARCHITECTURES)
+def test_chunks_of_any_length_equal_one_forward_pass(golden, model):
+    """Chunks of up to 4 tokens attend over the cache in place, longer ones gather it
+    for oneDNN (kernels/block.cc); mixed along one session they still match."""
+    _, stub = golden
+    layers = num_layers(model)
+    chunks = [3, 1, 6, 4, 2]  # 16 tokens: the smallest golden model's maximum.
+    x = np.random.default_rng(9).standard_normal((sum(chunks), hidden_size(model)))
+    x = x.astype(np.float32)
+    whole = values(forward(stub, x, model=model, num_layers=layers).hidden_states)
+    whole = whole.reshape(x.shape)
+    session = stub.OpenSession(pb.OpenSessionRequest(model=model, num_layers=layers))
+    got, start = [], 0
+    for n in chunks:
+        response = forward(stub, x[start:start + n], session_id=session.session_id)
+        start += n
+        assert response.session_length == start
+        got.append(values(response.hidden_states))
+    got = np.concatenate(got).reshape(x.shape)
+    bound = 1e-4 * np.maximum(1.0, np.abs(whole))
+    assert np.all(np.abs(got - whole) <= bound), np.max(np.abs(got - whole) / bound)
+    stub.CloseSession(pb.CloseSessionRequest(session_id=session.session_id))
+
+
 def test_positions_continue_from_the_cache_unless_given(golden):
     _, stub = golden
     x = np.random.default_rng(8).standard_normal((3, hidden_size("tiny-llama")))

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -122,6 +123,39 @@ TEST(MaskedSoftmaxTest, ZeroLimitRowsAreZeroAndEntropyMatchesFormula) {
   const int64_t two[] = {2};
   MaskedSoftmaxRows(big.data(), 1, 2, two, 1.0f, nullptr);
   EXPECT_FLOAT_EQ(big[0], 0.5f);
+}
+
+// As torch.softmax: a NaN or +Inf anywhere in a row, or a row of only -Inf, makes
+// the row NaN; -Inf beside finite scores is weight 0. Rows are 37 wide so the odd
+// values sit in full vectors and in the scalar tail, first and last.
+TEST(MaskedSoftmaxTest, NanAndInfFollowPytorch) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const int64_t n = 37;
+  for (int64_t at : {int64_t{0}, int64_t{5}, int64_t{17}, n - 1}) {
+    for (float odd : {nan, inf}) {
+      std::vector<float> row(n + 3, 1.0f);
+      row[at] = odd;
+      const int64_t limit[] = {n};
+      double entropy = -1;
+      MaskedSoftmaxRows(row.data(), 1, n + 3, limit, 0.5f, &entropy);
+      for (int64_t j = 0; j < n; ++j) ASSERT_TRUE(std::isnan(row[j])) << at << " " << j;
+      for (int64_t j = n; j < n + 3; ++j) ASSERT_EQ(row[j], 0.0f);
+      EXPECT_EQ(entropy, 0.0);  // Not NaN: it would poison the entropy histogram.
+    }
+    std::vector<float> row(n, 1.0f);
+    row[at] = -inf;
+    const int64_t limit[] = {n};
+    double entropy = 0;
+    MaskedSoftmaxRows(row.data(), 1, n, limit, 1.0f, &entropy);
+    EXPECT_EQ(row[at], 0.0f);
+    EXPECT_FLOAT_EQ(row[(at + 1) % n], 1.0f / (n - 1));
+    EXPECT_NEAR(entropy, std::log(n - 1.0), 1e-6);  // Uniform over the others.
+  }
+  std::vector<float> all(n, -inf);
+  const int64_t limit[] = {n};
+  MaskedSoftmaxRows(all.data(), 1, n, limit, 1.0f, nullptr);
+  for (float p : all) ASSERT_TRUE(std::isnan(p));
 }
 
 }  // namespace

@@ -36,7 +36,8 @@ TEST(KvCacheTest, AppendsInStepsReadBackEverythingInOrder) {
         }
         const int64_t total = cache.length() + step;
         std::vector<float> got_k(total * width), got_v(total * width);
-        cache.AppendAndRead(layer, k, v, stride, step, got_k.data(), got_v.data());
+        cache.Append(layer, k, v, stride, step);
+        cache.Read(layer, total, got_k.data(), got_v.data());
         ASSERT_EQ(got_k, want_k[layer]) << "layer " << layer << " after " << total;
         ASSERT_EQ(got_v, want_v[layer]);
       }
@@ -55,10 +56,8 @@ TEST(KvCacheTest, BytesToGrowCountsOnlyNewBlocks) {
   EXPECT_EQ(cache.BytesToGrow(1), 3 * block);
   EXPECT_EQ(cache.BytesToGrow(kKvBlockTokens), 3 * block);
   EXPECT_EQ(cache.BytesToGrow(kKvBlockTokens + 1), 6 * block);
-  std::vector<float> rows(10 * 8), out(10 * 8);
-  for (int64_t layer = 0; layer < 3; ++layer) {
-    cache.AppendAndRead(layer, rows.data(), rows.data(), 8, 10, out.data(), out.data());
-  }
+  std::vector<float> rows(10 * 8);
+  for (int64_t layer = 0; layer < 3; ++layer) cache.Append(layer, rows.data(), rows.data(), 8, 10);
   cache.Commit(10);
   EXPECT_EQ(cache.bytes(), 3 * block);
   EXPECT_EQ(cache.BytesToGrow(kKvBlockTokens - 10), 0);
