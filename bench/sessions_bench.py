@@ -219,14 +219,17 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     # The peer computes in bfloat16: by default the server holds bfloat16 weights too.
     parser.add_argument("--weight-dtype", default="bfloat16")
+    # The peer keeps its KV cache in bfloat16; float32 is the server's default.
+    parser.add_argument("--kv-cache-dtype", default="float32")
     args = parser.parse_args()
     counts = [int(s) for s in args.sessions.split(",")]
     with tempfile.TemporaryDirectory() as repo:
         write_llama768(os.path.join(repo, "llama768"))
-        weights = f"--weight-dtype={args.weight_dtype}"
-        servers = {"demo": start_server(args.build, weights),
+        dtypes = [f"--weight-dtype={args.weight_dtype}",
+                  f"--kv-cache-dtype={args.kv_cache_dtype}"]
+        servers = {"demo": start_server(args.build, *dtypes),
                    "llama768": start_server(args.build, f"--model-repository={repo}",
-                                            weights)}
+                                            *dtypes)}
         for model in CONFIGS:  # Torch's first calls build its oneDNN kernels.
             torch_decode(model, 1, 4)
         print("| model | sessions | session tok/s | recompute tok/s | gain | torch bf16 "

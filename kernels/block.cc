@@ -7,12 +7,34 @@
 namespace layerserve::kernels {
 namespace {
 
-// Cached sequences with at most this many new tokens attend over the cache in place
-// (AttentionOverCache); longer ones gather it and use oneDNN's matmuls. Measured with
-// bench/kv_cache_attention_bench.cc: in place is 2-30x faster for one token, while
-// at 16 tokens over a float32 cache oneDNN's matmuls win by ~2x. Which path runs
-// depends only on the sequence's own call, so batching never changes a result.
-constexpr int64_t kMaxQueriesOverCache = 4;
+// Sequences of at most this many tokens (decode steps) take the kernels made for
+// few rows: their linear layers run through LinearFewRows (1.2-1.9x faster than
+// oneDNN's matmul up to 32 rows, within 6% beyond), and with a cache they attend
+// over it in place (AttentionOverCache: 2-30x faster for one token; at 16 tokens
+// over a float32 cache oneDNN's matmuls win by ~2x; bench/kv_cache_attention_bench.cc).
+// Which kernel a row takes depends only on its own sequence, never on the batch, so
+// batching never changes a result.
+constexpr int64_t kShortSequenceTokens = 4;
+
+// y = x W^T + b for every row of the batch: consecutive short sequences share one
+// LinearFewRows call, consecutive longer ones one oneDNN matmul.
+void BatchLinear(const BlockBatch& batch, BlockKernels& k, const LinearWeights& w,
+                 const float* x, float* y) {
+  const size_t n = batch.starts.size();
+  for (size_t b = 0; b < n;) {
+    const bool short_run = batch.tokens[b] <= kShortSequenceTokens;
+    size_t e = b + 1;
+    while (e < n && (batch.tokens[e] <= kShortSequenceTokens) == short_run &&
+           batch.starts[e] == batch.starts[e - 1] + batch.tokens[e - 1]) {
+      ++e;
+    }
+    const int64_t start = batch.starts[b];
+    const int64_t rows = batch.starts[e - 1] + batch.tokens[e - 1] - start;
+    (short_run ? LinearFewRows : Linear)(k.linear, w, x + start * w.in(), rows,
+                                         y + start * w.out());
+    b = e;
+  }
+}
 
 // norm(x) of the block's attention or MLP input into y; both [rows, D].
 void BlockNorm(const BlockConfig& c, const std::vector<float>& weight,
@@ -37,7 +59,7 @@ void AttentionPart(const BlockConfig& c, const BlockWeights& w, const BlockBatch
   const int64_t q_width = c.num_heads * dh, kv_width = c.num_kv_heads * dh;
   const int64_t qkv_width = q_width + 2 * kv_width;
   k.qkv.resize(rows * qkv_width);
-  Linear(k.linear, *w.qkv, k.normed.data(), rows, k.qkv.data());
+  BatchLinear(batch, k, *w.qkv, k.normed.data(), k.qkv.data());
   float* q = k.qkv.data();
   float* key = q + q_width;
   if (c.qk_norm) {
@@ -98,7 +120,7 @@ void AttentionPart(const BlockConfig& c, const BlockWeights& w, const BlockBatch
     if (cache != nullptr) {
       cache->Append(batch.cache_layer, a.k, a.v, qkv_width, length);
       a.keys = past + length;
-      if (tokens <= kMaxQueriesOverCache) {
+      if (tokens <= kShortSequenceTokens) {
         AttentionOverCache(a, *cache, batch.cache_layer, k.cache_attention);
         continue;
       }
@@ -112,15 +134,16 @@ void AttentionPart(const BlockConfig& c, const BlockWeights& w, const BlockBatch
     Attention(k.attention, a);
   }
   k.projected.resize(rows * c.hidden_size);
-  Linear(k.linear, *w.output, k.attn.data(), rows, k.projected.data());
+  BatchLinear(batch, k, *w.output, k.attn.data(), k.projected.data());
 }
 
-// The MLP of `input` [rows, D], result into out [rows, D].
-void MlpPart(const BlockConfig& c, const BlockWeights& w, BlockKernels& k,
-             const float* input, int64_t rows, float* out) {
+// The MLP of `input` [batch.rows, D], result into out [batch.rows, D].
+void MlpPart(const BlockConfig& c, const BlockWeights& w, const BlockBatch& batch,
+             BlockKernels& k, const float* input, float* out) {
+  const int64_t rows = batch.rows;
   const int64_t f = c.intermediate_size;
   k.mlp_in.resize(rows * w.up->out());
-  Linear(k.linear, *w.up, input, rows, k.mlp_in.data());
+  BatchLinear(batch, k, *w.up, input, k.mlp_in.data());
   k.mlp_hidden.resize(rows * f);
   if (c.gated_mlp) {
     GatedActivate(k.activation, c.activation, k.mlp_in.data(), k.mlp_in.data() + f, rows,
@@ -132,7 +155,7 @@ void MlpPart(const BlockConfig& c, const BlockWeights& w, BlockKernels& k,
     internal::ActivateHighway(c.activation, k.mlp_in.data(), rows * f,
                               k.mlp_hidden.data(), /*stream=*/false);
   }
-  Linear(k.linear, *w.down, k.mlp_hidden.data(), rows, out);
+  BatchLinear(batch, k, *w.down, k.mlp_hidden.data(), out);
 }
 
 }  // namespace
@@ -154,13 +177,13 @@ void BlockForward(const BlockConfig& c, const BlockWeights& w, const BlockBatch&
     // x + attn(ln1(x)) + mlp(ln2(x)): both branches read the block's input.
     BlockNorm(c, w.mlp_norm_weight, w.mlp_norm_bias, k.norm, x, rows, k.normed.data());
     for (int64_t i = 0; i < rows * d; ++i) x[i] += k.projected[i];
-    MlpPart(c, w, k, k.normed.data(), rows, k.projected.data());
+    MlpPart(c, w, batch, k, k.normed.data(), k.projected.data());
     for (int64_t i = 0; i < rows * d; ++i) x[i] += k.projected[i];
     return;
   }
   for (int64_t i = 0; i < rows * d; ++i) x[i] += k.projected[i];
   BlockNorm(c, w.mlp_norm_weight, w.mlp_norm_bias, k.norm, x, rows, k.normed.data());
-  MlpPart(c, w, k, k.normed.data(), rows, k.projected.data());
+  MlpPart(c, w, batch, k, k.normed.data(), k.projected.data());
   for (int64_t i = 0; i < rows * d; ++i) x[i] += k.projected[i];
 }
 

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/linear_internal.h"
 #include "kernels/onednn_engine.h"
 
 namespace layerserve::kernels {
@@ -27,11 +28,37 @@ dnnl::matmul::primitive_desc MatmulDesc(int64_t rows, int64_t in, int64_t out, D
       CpuEngine());
 }
 
+// The layout LinearFewRows reads, if oneDNN packed `weights` ({in, out}) in one of
+// the two it knows (linear_internal.h); else `data` stays null.
+internal::FewRowsWeights FewRowsLayout(const memory& weights, Dt dt, const float* bias) {
+  internal::FewRowsWeights w;
+  const dnnl_memory_desc_t& md = weights.get_desc().data;
+  if (md.format_kind != dnnl_blocked || md.ndims != 2) return w;
+  const dnnl_blocking_desc_t& b = md.format_desc.blocking;
+  const bool bf16 = dt == Dt::bf16;
+  const int want_blocks = bf16 ? 3 : 2;
+  if (b.inner_nblks != want_blocks || b.inner_blks[0] != 16 || b.inner_idxs[0] != 0 ||
+      b.inner_blks[1] != internal::kFewRowsBlockOut || b.inner_idxs[1] != 1 ||
+      (bf16 && (b.inner_blks[2] != 2 || b.inner_idxs[2] != 0))) {
+    return w;
+  }
+  w.data = weights.get_data_handle();
+  w.bf16 = bf16;
+  w.in = md.dims[0];
+  w.out = md.dims[1];
+  w.k_block = bf16 ? 32 : 16;
+  w.k_block_stride = b.strides[0];
+  w.n_block_stride = b.strides[1];
+  w.bias = bias;
+  return w;
+}
+
 }  // namespace
 
 struct LinearWeights::Packed {
   memory weights;
   memory bias;  // [1, out] float32, zeros when the layer has none.
+  internal::FewRowsWeights few_rows;  // data null: LinearFewRows falls back.
 };
 
 LinearWeights::LinearWeights(const float* weight, int64_t out, int64_t in, bool in_by_out,
@@ -52,6 +79,7 @@ LinearWeights::LinearWeights(const float* weight, int64_t out, int64_t in, bool 
   float* b = static_cast<float*>(packed_->bias.get_data_handle());
   for (int64_t i = 0; i < out; ++i) b[i] = bias == nullptr ? 0.0f : bias[i];
   stream.wait();
+  packed_->few_rows = FewRowsLayout(packed_->weights, dt, b);
 }
 
 LinearWeights::~LinearWeights() = default;
@@ -117,6 +145,22 @@ void Linear(LinearContext& context, const LinearWeights& w, const float* x, int6
                                      {DNNL_ARG_DST, dst}});
   impl.stream.wait();
 }
+
+void LinearFewRows(LinearContext& context, const LinearWeights& w, const float* x,
+                   int64_t rows, float* y) {
+  const internal::FewRowsWeights& few = w.packed().few_rows;
+  if (few.data == nullptr) return Linear(context, w, x, rows, y);
+  if (few.bf16 && few.in % 2 == 0 && internal::FewRowsDpbf16Supported()) {
+    return internal::LinearFewRowsDpbf16(few, x, rows, y);
+  }
+  internal::LinearFewRowsRun(few, x, rows, y);
+}
+
+bool LinearWeights::few_rows_native() const { return packed_->few_rows.data != nullptr; }
+
+namespace internal {
+const FewRowsWeights& FewRowsLayoutOf(const LinearWeights& w) { return w.packed().few_rows; }
+}  // namespace internal
 
 void LinearReference(const float* weight, const float* bias, int64_t out, int64_t in,
                      const float* x, int64_t rows, float* y) {

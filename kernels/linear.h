@@ -34,6 +34,8 @@ class LinearWeights {
   WeightType type() const { return type_; }
   // Bytes of the packed weights and bias.
   int64_t bytes() const;
+  // Whether LinearFewRows reads these weights itself (else it calls Linear).
+  bool few_rows_native() const;
 
   struct Packed;
   const Packed& packed() const { return *packed_; }
@@ -62,6 +64,17 @@ class LinearContext {
 // and must not overlap. REQUIRES: rows >= 1.
 void Linear(LinearContext& context, const LinearWeights& w, const float* x, int64_t rows,
             float* y);
+
+// The same product for the few rows of decode steps, read straight from the packed
+// weights: a matrix-vector product that streams them once per call. At one row
+// oneDNN's matmul reads them at ~16 GB/s on the target machine (28 GB/s is the
+// thread's read bandwidth): see bench/block_bench.cc. Each row's result depends on
+// that row only, as Linear()'s do, but is rounded differently (sums run over the
+// input in order): choose between the two by something of the row's own sequence,
+// never by how many rows share a call, to keep batching bit-exact. Calls Linear()
+// when oneDNN packed the weights in a layout this does not read.
+void LinearFewRows(LinearContext& context, const LinearWeights& w, const float* x,
+                   int64_t rows, float* y);
 
 // The same product computed naively in double from the original float32 weights
 // ([out, in] row-major), rounded once: the test oracle.

@@ -1,0 +1,67 @@
+// Linear layers for the few rows of decode steps, one thread: LinearFewRows (reading
+// oneDNN's packed weights itself) against Linear (oneDNN's matmul) on the same
+// weights. Shape: the fused gate+up projection of the 768-hidden Llama configuration
+// ([768 -> 6144]); eight copies of the weights used in turn (75 MB in bfloat16), so
+// each call reads them from memory, as a decode step does. Rows 1 to 512. The byte
+// rate counts the packed weights read once per call.
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kernels/linear.h"
+
+namespace layerserve::kernels {
+namespace {
+
+constexpr int64_t kIn = 768, kOut = 6144, kCopies = 8;
+
+const std::vector<std::unique_ptr<LinearWeights>>& Weights(WeightType type) {
+  static std::vector<std::unique_ptr<LinearWeights>> sets[2];
+  std::vector<std::unique_ptr<LinearWeights>>& set = sets[type == WeightType::kBfloat16];
+  if (set.empty()) {
+    std::mt19937 rng(1);
+    std::normal_distribution<float> normal;
+    std::vector<float> w(kIn * kOut);
+    for (float& x : w) x = normal(rng);
+    for (int64_t i = 0; i < kCopies; ++i) {
+      set.push_back(std::make_unique<LinearWeights>(w.data(), kOut, kIn, false, nullptr, type));
+    }
+  }
+  return set;
+}
+
+template <bool kFewRows>
+void BM_Linear(benchmark::State& state) {
+  omp_set_num_threads(1);
+  const WeightType type = state.range(1) ? WeightType::kBfloat16 : WeightType::kFloat32;
+  const auto& weights = Weights(type);
+  const int64_t rows = state.range(0);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(rows * kIn), y(rows * kOut);
+  for (float& v : x) v = normal(rng);
+  LinearContext context;
+  int64_t next = 0;
+  for (auto _ : state) {
+    const LinearWeights& w = *weights[next++ % kCopies];
+    (kFewRows ? LinearFewRows : Linear)(context, w, x.data(), rows, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * weights[0]->bytes());
+}
+
+void Shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t bf16 : {0, 1})
+    for (int64_t rows : {1, 2, 4, 10, 32, 128, 512}) b->Args({rows, bf16});
+  b->ArgNames({"rows", "bf16"})->Unit(benchmark::kMicrosecond);
+}
+BENCHMARK(BM_Linear<true>)->Name("BM_LinearFewRows")->Apply(Shapes);
+BENCHMARK(BM_Linear<false>)->Name("BM_LinearOneDnn")->Apply(Shapes);
+
+}  // namespace
+}  // namespace layerserve::kernels
+
+BENCHMARK_MAIN();

@@ -1,0 +1,47 @@
+// Internal to the linear kernels: how LinearFewRows finds its way through the
+// weights oneDNN packed for its matmul.
+#ifndef LAYERSERVE_KERNELS_LINEAR_INTERNAL_H_
+#define LAYERSERVE_KERNELS_LINEAR_INTERNAL_H_
+
+#include <cstdint>
+
+namespace layerserve::kernels {
+class LinearWeights;
+}  // namespace layerserve::kernels
+
+namespace layerserve::kernels::internal {
+
+// The blocked layouts oneDNN 2.6's brgemm matmul picks for weights [in = K, out =
+// N] on AVX-512 machines, each a grid of blocks of kFewRowsBlockOut outputs:
+//   float32  (BA16a64b):   blocks of 16 k x 64 n, n innermost: k * 64 + n;
+//   bfloat16 (BA16a64b2a): blocks of 32 k x 64 n in k pairs: (k/2) * 128 + n * 2 +
+//                          k % 2.
+// Blocks of consecutive k are `k_block_stride` elements apart, columns of blocks
+// `n_block_stride`. Padding (k past K, n past N) is never read into a result.
+inline constexpr int64_t kFewRowsBlockOut = 64;
+
+struct FewRowsWeights {
+  const void* data = nullptr;
+  bool bf16 = false;
+  int64_t in = 0, out = 0;
+  int64_t k_block = 0;  // 16 (float32) or 32 (bfloat16).
+  int64_t k_block_stride = 0, n_block_stride = 0;
+  const float* bias = nullptr;  // [out], never null.
+};
+
+// y[rows, out] = round(x)[rows, in] · W^T + bias, where round() is bfloat16
+// rounding for bfloat16 weights (the products are then exact) and nothing for
+// float32. Sums run over k in order from the bias, in float32 with FMA.
+void LinearFewRowsRun(const FewRowsWeights& w, const float* x, int64_t rows, float* y);
+
+// The layout of `w` as LinearFewRows reads it (data null: it falls back to Linear).
+const FewRowsWeights& FewRowsLayoutOf(const LinearWeights& w);
+
+// The same for bfloat16 weights with VDPBF16PS (linear_few_rows_dpbf16.cc), on CPUs
+// that have AVX512_BF16. REQUIRES: w.bf16, w.in even, FewRowsDpbf16Supported().
+bool FewRowsDpbf16Supported();
+void LinearFewRowsDpbf16(const FewRowsWeights& w, const float* x, int64_t rows, float* y);
+
+}  // namespace layerserve::kernels::internal
+
+#endif  // LAYERSERVE_KERNELS_LINEAR_INTERNAL_H_
