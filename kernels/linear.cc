@@ -159,6 +159,11 @@ void LinearFewRows(LinearContext& context, const LinearWeights& w, const float* 
 bool LinearWeights::few_rows_native() const { return packed_->few_rows.data != nullptr; }
 
 namespace internal {
+bool FewRowsDpbf16Supported() {
+  static const bool supported = __builtin_cpu_supports("avx512bf16");
+  return supported;
+}
+
 const FewRowsWeights& FewRowsLayoutOf(const LinearWeights& w) { return w.packed().few_rows; }
 }  // namespace internal
 

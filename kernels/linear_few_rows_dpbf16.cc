@@ -1,5 +1,6 @@
 // LinearFewRows for bfloat16 weights on CPUs with AVX512_BF16 (this file alone is
-// compiled for it; callers check FewRowsDpbf16Supported() first). VDPBF16PS
+// compiled for it, so nothing here may run before FewRowsDpbf16Supported(), which
+// lives in linear.cc, says yes). VDPBF16PS
 // multiplies the k pairs the packed layout already holds and adds both products in
 // one instruction: twice the products per instruction of the float32 FMA loop,
 // which is what makes LinearFewRows beat oneDNN at 8 to 32 rows (many decode
@@ -69,11 +70,6 @@ void Rows(const FewRowsWeights& w, const uint32_t* x, int64_t pairs, int64_t nb,
 }
 
 }  // namespace
-
-bool FewRowsDpbf16Supported() {
-  static const bool supported = __builtin_cpu_supports("avx512bf16");
-  return supported;
-}
 
 void LinearFewRowsDpbf16(const FewRowsWeights& w, const float* x, int64_t rows, float* y) {
   // x rounded to bfloat16, two per word: word p of a row holds k = 2p (low half)
