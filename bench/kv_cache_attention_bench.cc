@@ -141,12 +141,12 @@ void Shapes(benchmark::internal::Benchmark* b) {
     for (int64_t heads : {0, 1})
       for (int64_t past : {128, 512, 2048})
         for (int64_t bf16 : {0, 1}) b->Args({heads, past, bf16, tokens, 1});
-  b->ArgNames({"heads", "past", "bf16", "T", "sessions"})->Unit(benchmark::kMicrosecond);
+  b->ArgNames({"heads", "past", "bf16", "T", "sessions"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 void ManySessions(benchmark::internal::Benchmark* b) {
   for (int64_t heads : {0, 1})
     for (int64_t bf16 : {0, 1}) b->Args({heads, 512, bf16, 1, 32});
-  b->ArgNames({"heads", "past", "bf16", "T", "sessions"})->Unit(benchmark::kMicrosecond);
+  b->ArgNames({"heads", "past", "bf16", "T", "sessions"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 BENCHMARK(BM_OverCache)->Apply(Shapes)->Apply(ManySessions);
 BENCHMARK(BM_GatherThenOneDnn)->Apply(Shapes);

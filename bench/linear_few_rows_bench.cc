@@ -3,7 +3,8 @@
 // weights. Shape: the fused gate+up projection of the 768-hidden Llama configuration
 // ([768 -> 6144]); eight copies of the weights used in turn (75 MB in bfloat16), so
 // each call reads them from memory, as a decode step does. Rows 1 to 512. The byte
-// rate counts the packed weights read once per call.
+// rate counts the packed weights read once per call. Peer in the same run: one
+// thread summing 256 MiB of floats (BM_ReadBandwidth), what a single stream can read.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -53,10 +54,23 @@ void BM_Linear(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * weights[0]->bytes());
 }
 
+void BM_ReadBandwidth(benchmark::State& state) {
+  std::vector<float> data((size_t{256} << 20) / sizeof(float), 1.0f);
+  for (auto _ : state) {
+    float sums[16] = {};
+    for (size_t i = 0; i < data.size(); i += 16) {
+      for (int l = 0; l < 16; ++l) sums[l] += data[i + l];
+    }
+    benchmark::DoNotOptimize(sums);
+  }
+  state.SetBytesProcessed(state.iterations() * data.size() * sizeof(float));
+}
+BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int64_t bf16 : {0, 1})
     for (int64_t rows : {1, 2, 4, 10, 32, 128, 512}) b->Args({rows, bf16});
-  b->ArgNames({"rows", "bf16"})->Unit(benchmark::kMicrosecond);
+  b->ArgNames({"rows", "bf16"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 BENCHMARK(BM_Linear<true>)->Name("BM_LinearFewRows")->Apply(Shapes);
 BENCHMARK(BM_Linear<false>)->Name("BM_LinearOneDnn")->Apply(Shapes);

@@ -24,6 +24,9 @@
 namespace layerserve {
 
 // One unit of work. The batcher only reads its size.
+template <typename Context>
+class Batcher;
+
 class BatchTask {
  public:
   virtual ~BatchTask() = default;
@@ -34,6 +37,8 @@ class BatchTask {
 
  private:
   friend class BatchQueues;
+  template <typename Context>
+  friend class Batcher;  // Stamps tasks it runs without queueing them.
   absl::Time enqueued_;
 };
 

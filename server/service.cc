@@ -68,6 +68,11 @@ class Call {
   const absl::Time start_;
 };
 
+// Requests of at most this many values may run on the gRPC thread that received
+// them (LayerServiceImpl::Dispatch): 64 KiB of float32, a few microseconds of
+// kernel, less than waking a worker.
+constexpr int64_t kMaxInlineElements = 16384;
+
 const grpc::Status kDraining(grpc::StatusCode::UNAVAILABLE,
                              "server is draining (shutting down); retry on another "
                              "replica");
@@ -308,6 +313,15 @@ grpc::ServerUnaryReactor* LayerServiceImpl::Dispatch(
   std::unique_ptr<BatchTask> task =
       std::make_unique<JobTask<Job, Response>>(call, std::move(*job), response,
                                                options_.max_response_bytes);
+  // Small element-wise requests run here when a worker is idle: the hand-off would
+  // cost more than their kernel, and they gain nothing from waiting for company
+  // (each request is its own kernel call). BlockForward always goes to the queue,
+  // where requests share their linear layers.
+  if constexpr (!std::is_same_v<Job, BlockForwardJob>) {
+    if (elements <= kMaxInlineElements && batcher_.TryRunInline(task)) {
+      return call.reactor();
+    }
+  }
   const absl::Status queued = batcher_.Schedule(key, task);
   if (!queued.ok()) {
     // Still ours: the batcher took nothing.

@@ -1,0 +1,137 @@
+// Batcher::TryRunInline: small tasks run on the caller's thread only when a worker
+// place is free and nothing waits in the queue, and compute never runs on more
+// threads than there are workers. Real threads; the waits are on latches the test
+// opens, never on time, except the bounded polls for "a worker has taken it".
+#include "server/batcher.h"
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace layerserve {
+namespace {
+
+struct NoContext {};
+
+// Records where and how concurrently it ran; blocks until `release` if given.
+struct Probe {
+  std::atomic<int> running{0}, most{0}, runs{0};
+  std::atomic<std::thread::id> last_thread{};
+};
+
+class ProbeTask : public BatchTask {
+ public:
+  ProbeTask(Probe* probe, absl::Notification* release) : probe_(probe), release_(release) {}
+  int64_t rows() const override { return 1; }
+  void Run() {
+    const int now = ++probe_->running;
+    int most = probe_->most.load();
+    while (now > most && !probe_->most.compare_exchange_weak(most, now)) {
+    }
+    probe_->last_thread = std::this_thread::get_id();
+    if (release_ != nullptr) release_->WaitForNotification();
+    --probe_->running;
+    ++probe_->runs;
+  }
+
+ private:
+  Probe* probe_;
+  absl::Notification* release_;
+};
+
+Batcher<NoContext>::ProcessBatch RunAll() {
+  return [](NoContext&, Batch& batch) {
+    for (auto& task : batch) static_cast<ProbeTask&>(*task).Run();
+  };
+}
+
+std::unique_ptr<BatchTask> Task(Probe* probe, absl::Notification* release = nullptr) {
+  return std::make_unique<ProbeTask>(probe, release);
+}
+
+// Polls (bounded) until `done`; the batcher's threads need a moment to get there.
+template <typename F>
+bool Eventually(F done) {
+  for (int i = 0; i < 5000 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return done();
+}
+
+TEST(BatcherInlineTest, IdleBatcherRunsTheTaskOnTheCallingThread) {
+  Probe probe;
+  Batcher<NoContext> batcher(BatchOptions{}, 2, RunAll());
+  std::unique_ptr<BatchTask> task = Task(&probe);
+  EXPECT_TRUE(batcher.TryRunInline(task));
+  EXPECT_EQ(task, nullptr);
+  EXPECT_EQ(probe.runs, 1);
+  EXPECT_EQ(probe.last_thread.load(), std::this_thread::get_id());
+}
+
+TEST(BatcherInlineTest, EveryPlaceTakenLeavesTheTaskWithTheCaller) {
+  Probe probe;
+  absl::Notification release;
+  Batcher<NoContext> batcher(BatchOptions{}, 1, RunAll());
+  std::unique_ptr<BatchTask> busy = Task(&probe, &release);
+  ASSERT_TRUE(batcher.Schedule("k", busy).ok());
+  ASSERT_TRUE(Eventually([&] { return probe.running == 1; }));
+  std::unique_ptr<BatchTask> small = Task(&probe);
+  EXPECT_FALSE(batcher.TryRunInline(small));
+  ASSERT_NE(small, nullptr);  // Still the caller's: it may queue it instead.
+  ASSERT_TRUE(batcher.Schedule("k", small).ok());
+  // Something waits in the queue now: an inline run would jump it.
+  std::unique_ptr<BatchTask> other = Task(&probe);
+  EXPECT_FALSE(batcher.TryRunInline(other));
+  release.Notify();
+  ASSERT_TRUE(Eventually([&] { return probe.runs == 2; }));
+  EXPECT_EQ(probe.most, 1);
+}
+
+TEST(BatcherInlineTest, InlineRunsHoldAWorkerPlaceSoComputeNeverOversubscribes) {
+  Probe probe;
+  absl::Notification release;
+  Batcher<NoContext> batcher(BatchOptions{}, 2, RunAll());
+  // Place 1: a worker. Place 2: an inline run on another thread.
+  std::unique_ptr<BatchTask> queued = Task(&probe, &release);
+  ASSERT_TRUE(batcher.Schedule("k", queued).ok());
+  ASSERT_TRUE(Eventually([&] { return probe.running == 1; }));
+  std::thread caller([&] {
+    std::unique_ptr<BatchTask> inline_task = Task(&probe, &release);
+    EXPECT_TRUE(batcher.TryRunInline(inline_task));
+  });
+  ASSERT_TRUE(Eventually([&] { return probe.running == 2; }));
+  // No third place: not inline, and a queued task waits although a worker idles.
+  std::unique_ptr<BatchTask> third = Task(&probe);
+  EXPECT_FALSE(batcher.TryRunInline(third));
+  ASSERT_TRUE(batcher.Schedule("k", third).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(probe.runs, 0);
+  release.Notify();
+  caller.join();
+  ASSERT_TRUE(Eventually([&] { return probe.runs == 3; }));
+  EXPECT_EQ(probe.most, 2);
+}
+
+TEST(BatcherInlineTest, StopWaitsForNothingAnInlineRunHolds) {
+  Probe probe;
+  absl::Notification release;
+  auto batcher = std::make_unique<Batcher<NoContext>>(BatchOptions{}, 1, RunAll());
+  std::thread caller([&] {
+    std::unique_ptr<BatchTask> task = Task(&probe, &release);
+    EXPECT_TRUE(batcher->TryRunInline(task));
+  });
+  ASSERT_TRUE(Eventually([&] { return probe.running == 1; }));
+  // The only worker waits for the place the inline run holds; Stop must still end
+  // it once the run is over, and a stopped batcher runs nothing inline.
+  std::thread stopper([&] { batcher->Stop(); });
+  release.Notify();
+  caller.join();
+  stopper.join();
+  std::unique_ptr<BatchTask> late = Task(&probe);
+  EXPECT_FALSE(batcher->TryRunInline(late));
+  EXPECT_EQ(probe.runs, 1);
+}
+
+}  // namespace
+}  // namespace layerserve
