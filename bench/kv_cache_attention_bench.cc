@@ -7,6 +7,7 @@
 // 128 to 2048; float32 and bfloat16 caches. The byte rate counts the cache's keys and
 // values read once.
 #include <benchmark/benchmark.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -102,6 +103,7 @@ void BM_OverCache(benchmark::State& state) {
 }
 
 void BM_GatherThenOneDnn(benchmark::State& state) {
+  omp_set_num_threads(1);  // A server worker's oneDNN runs on one thread.
   // One session: the gathered copy is what made this path slow, not the caches.
   Step step(kHeads[state.range(0)], state.range(1), state.range(3), Type(state));
   AttentionContext context;
