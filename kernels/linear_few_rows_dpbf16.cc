@@ -63,12 +63,6 @@ void Tile(const FewRowsWeights& w, const uint32_t* x, int64_t pairs, int64_t nb,
   }
 }
 
-template <int64_t kTile>
-void Rows(const FewRowsWeights& w, const uint32_t* x, int64_t pairs, int64_t nb,
-          float* y) {
-  Tile<kTile>(w, x, pairs, nb, y);
-}
-
 }  // namespace
 
 void LinearFewRowsDpbf16(const FewRowsWeights& w, const float* x, int64_t rows, float* y) {
@@ -92,11 +86,11 @@ void LinearFewRowsDpbf16(const FewRowsWeights& w, const float* x, int64_t rows, 
     const uint32_t* xm = packed.data() + m * pairs;
     float* ym = y + m * w.out;
     switch (rows - m) {
-      case 5: Rows<5>(w, xm, pairs, nb, ym); break;
-      case 4: Rows<4>(w, xm, pairs, nb, ym); break;
-      case 3: Rows<3>(w, xm, pairs, nb, ym); break;
-      case 2: Rows<2>(w, xm, pairs, nb, ym); break;
-      case 1: Rows<1>(w, xm, pairs, nb, ym); break;
+      case 5: Tile<5>(w, xm, pairs, nb, ym); break;
+      case 4: Tile<4>(w, xm, pairs, nb, ym); break;
+      case 3: Tile<3>(w, xm, pairs, nb, ym); break;
+      case 2: Tile<2>(w, xm, pairs, nb, ym); break;
+      case 1: Tile<1>(w, xm, pairs, nb, ym); break;
       default: break;
     }
   }
