@@ -48,7 +48,11 @@ void BM_Linear(benchmark::State& state) {
   int64_t next = 0;
   for (auto _ : state) {
     const LinearWeights& w = *weights[next++ % kCopies];
-    (kFewRows ? LinearFewRows : Linear)(context, w, x.data(), rows, y.data());
+    if constexpr (kFewRows) {
+      LinearFewRows(context, w, x.data(), rows, y.data());
+    } else {
+      Linear(context, w, x.data(), rows, y.data());
+    }
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * weights[0]->bytes());

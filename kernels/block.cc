@@ -30,8 +30,11 @@ void BatchLinear(const BlockBatch& batch, BlockKernels& k, const LinearWeights& 
     }
     const int64_t start = batch.starts[b];
     const int64_t rows = batch.starts[e - 1] + batch.tokens[e - 1] - start;
-    (short_run ? LinearFewRows : Linear)(k.linear, w, x + start * w.in(), rows,
-                                         y + start * w.out());
+    if (short_run) {
+      LinearFewRows(k.linear, w, x + start * w.in(), rows, y + start * w.out(), k.parallel);
+    } else {
+      Linear(k.linear, w, x + start * w.in(), rows, y + start * w.out());
+    }
     b = e;
   }
 }
@@ -90,23 +93,23 @@ void AttentionPart(const BlockConfig& c, const BlockWeights& w, const BlockBatch
     ApplyRope(key, key, g, RopeStyle::kHalf, batch.cos, batch.sin);
   }
   k.attn.resize(rows * q_width);
-  for (size_t b = 0; b < batch.starts.size(); ++b) {
+  // Each real query attends to the real keys before it (causal) or to all real keys,
+  // cached ones first; a padded query to nothing (zeros).
+  k.limits.resize(rows);
+  auto sequence_args = [&](size_t b) {
     const int64_t start = batch.starts[b], tokens = batch.tokens[b];
     const int64_t length = batch.lengths[b];
-    KvCache* cache = batch.caches.empty() ? nullptr : batch.caches[b];
+    const KvCache* cache = batch.caches.empty() ? nullptr : batch.caches[b];
     const int64_t past = cache == nullptr ? 0 : cache->length();
-    k.limits.resize(tokens);
     for (int64_t t = 0; t < tokens; ++t) {
-      // Padded queries attend to nothing (zeros); real ones to the real keys before
-      // them (causal) or all real keys, cached ones first.
-      k.limits[t] = t >= length ? 0 : (batch.causal ? past + t + 1 : past + length);
+      k.limits[start + t] = t >= length ? 0 : (batch.causal ? past + t + 1 : past + length);
     }
     AttentionArgs a;
     a.q_heads = c.num_heads;
     a.kv_heads = c.num_kv_heads;
     a.head_dim = dh;
     a.tokens = tokens;
-    a.keys = tokens;
+    a.keys = cache == nullptr ? tokens : past + length;
     a.q = q + start * qkv_width;
     a.q_stride = qkv_width;
     a.k = key + start * qkv_width;
@@ -115,24 +118,44 @@ void AttentionPart(const BlockConfig& c, const BlockWeights& w, const BlockBatch
     a.out = k.attn.data() + start * q_width;
     a.out_stride = q_width;
     a.scale = c.attention_scale;
-    a.key_limits = k.limits.data();
+    a.key_limits = k.limits.data() + start;
     a.head_entropy = head_entropy == nullptr ? nullptr : head_entropy + b * c.num_heads;
-    if (cache != nullptr) {
-      cache->Append(batch.cache_layer, a.k, a.v, qkv_width, length);
-      a.keys = past + length;
-      if (tokens <= kShortSequenceTokens) {
-        AttentionOverCache(a, *cache, batch.cache_layer, k.cache_attention);
-        continue;
-      }
-      k.cached_k.resize(a.keys * kv_width);
-      k.cached_v.resize(a.keys * kv_width);
-      cache->Read(batch.cache_layer, a.keys, k.cached_k.data(), k.cached_v.data());
-      a.k = k.cached_k.data();
-      a.v = k.cached_v.data();
-      a.kv_stride = kv_width;
+    return a;
+  };
+  // Decode steps attend over their caches in place after this loop, each sequence on
+  // whichever thread takes it (each reads its own cache and writes its own rows).
+  k.over_cache.clear();
+  for (size_t b = 0; b < batch.starts.size(); ++b) {
+    KvCache* cache = batch.caches.empty() ? nullptr : batch.caches[b];
+    if (cache == nullptr) {
+      AttentionArgs a = sequence_args(b);
+      Attention(k.attention, a);
+      continue;
     }
+    const int64_t start = batch.starts[b], length = batch.lengths[b];
+    cache->Append(batch.cache_layer, key + start * qkv_width,
+                  key + kv_width + start * qkv_width, qkv_width, length);
+    if (batch.tokens[b] <= kShortSequenceTokens) {
+      k.over_cache.push_back(b);
+      continue;
+    }
+    // The cache now holds this call's rows too: past + length keys, gathered.
+    AttentionArgs a = sequence_args(b);
+    k.cached_k.resize(a.keys * kv_width);
+    k.cached_v.resize(a.keys * kv_width);
+    cache->Read(batch.cache_layer, a.keys, k.cached_k.data(), k.cached_v.data());
+    a.k = k.cached_k.data();
+    a.v = k.cached_v.data();
+    a.kv_stride = kv_width;
     Attention(k.attention, a);
   }
+  RunParallel(k.parallel, static_cast<int64_t>(k.over_cache.size()), [&](int64_t i) {
+    const size_t b = k.over_cache[i];
+    const KvCache& cache = *batch.caches[b];
+    const AttentionArgs a = sequence_args(b);
+    thread_local CacheAttentionScratch scratch;  // Helpers run this too: one each.
+    AttentionOverCache(a, cache, batch.cache_layer, scratch);
+  });
   k.projected.resize(rows * c.hidden_size);
   BatchLinear(batch, k, *w.output, k.attn.data(), k.projected.data());
 }

@@ -19,6 +19,7 @@
 #include "kernels/kv_cache_attention.h"
 #include "kernels/linear.h"
 #include "kernels/norm.h"
+#include "kernels/parallel_for.h"
 #include "kernels/rope.h"
 
 namespace layerserve::kernels {
@@ -84,8 +85,11 @@ struct BlockKernels {
   ActivationContext activation;
   std::vector<float> normed, qkv, attn, projected, mlp_in, mlp_hidden;
   std::vector<float> cached_k, cached_v;  // A cached sequence's keys and values.
-  CacheAttentionScratch cache_attention;
-  std::vector<int64_t> limits;
+  std::vector<int64_t> limits;     // Per row: the keys its query attends to.
+  std::vector<size_t> over_cache;  // Sequences attending over their caches in place.
+  // Idle threads that may share the decode-step loops (LinearFewRows' outputs, the
+  // sequences attending over their caches); null: this thread alone.
+  ParallelFor* parallel = nullptr;
 };
 
 // Runs the block on x [rows, D] in place. head_entropy, when set, [sequences, Hq]:

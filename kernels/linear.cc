@@ -1,9 +1,11 @@
 #include "kernels/linear.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 #include <vector>
 
+#include "kernels/dtype.h"
 #include "kernels/linear_internal.h"
 #include "kernels/onednn_engine.h"
 
@@ -100,6 +102,9 @@ struct LinearContext::Impl {
   static constexpr size_t kMaxEntries = 512;
   std::map<std::pair<const LinearWeights*, int64_t>, Entry> entries;
   std::vector<uint16_t> bf16_src;  // x rounded to bfloat16.
+  // LinearFewRows' x for bfloat16 weights: pairs for VDPBF16PS, or rounded floats.
+  std::vector<uint32_t> few_rows_pairs;
+  std::vector<float> few_rows_rounded;
 
   Entry& Get(const LinearWeights& w, int64_t rows) {
     auto key = std::make_pair(&w, rows);
@@ -147,13 +152,41 @@ void Linear(LinearContext& context, const LinearWeights& w, const float* x, int6
 }
 
 void LinearFewRows(LinearContext& context, const LinearWeights& w, const float* x,
-                   int64_t rows, float* y) {
+                   int64_t rows, float* y, ParallelFor* parallel) {
   const internal::FewRowsWeights& few = w.packed().few_rows;
   if (few.data == nullptr) return Linear(context, w, x, rows, y);
+  // Threads split the 64-output blocks (each reads its own share of the weights) in
+  // up to kChunks pieces taken in turn, so a thread that joins late takes fewer.
+  constexpr int64_t kChunks = 8;
+  const int64_t blocks = (few.out + internal::kFewRowsBlockOut - 1) / internal::kFewRowsBlockOut;
+  const int64_t per_chunk = (blocks + kChunks - 1) / kChunks;
+  const int64_t chunks = (blocks + per_chunk - 1) / per_chunk;
+  auto range = [&](int64_t c, auto run) {
+    run(c * per_chunk, std::min(blocks, (c + 1) * per_chunk));
+  };
+  LinearContext::Impl& impl = context.impl();
   if (few.bf16 && few.in % 2 == 0 && internal::FewRowsDpbf16Supported()) {
-    return internal::LinearFewRowsDpbf16(few, x, rows, y);
+    internal::PackBfloat16Pairs(x, rows, few.in, impl.few_rows_pairs);
+    const uint32_t* pairs = impl.few_rows_pairs.data();
+    return RunParallel(parallel, chunks, [&](int64_t c) {
+      range(c, [&](int64_t begin, int64_t end) {
+        internal::LinearFewRowsDpbf16Blocks(few, pairs, rows, begin, end, y);
+      });
+    });
   }
-  internal::LinearFewRowsRun(few, x, rows, y);
+  if (few.bf16) {
+    // The product's bfloat16 semantics (as oneDNN's): x rounded to bfloat16 first.
+    impl.few_rows_rounded.resize(rows * few.in);
+    for (int64_t i = 0; i < rows * few.in; ++i) {
+      impl.few_rows_rounded[i] = Bfloat16ToFloat32(Float32ToBfloat16(x[i]));
+    }
+    x = impl.few_rows_rounded.data();
+  }
+  RunParallel(parallel, chunks, [&](int64_t c) {
+    range(c, [&](int64_t begin, int64_t end) {
+      internal::LinearFewRowsBlocks(few, x, rows, begin, end, y);
+    });
+  });
 }
 
 bool LinearWeights::few_rows_native() const { return packed_->few_rows.data != nullptr; }

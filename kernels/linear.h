@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/parallel_for.h"
+
 namespace layerserve::kernels {
 
 // How weights are held. Activations are float32 outside; with kBfloat16 they are
@@ -72,9 +74,11 @@ void Linear(LinearContext& context, const LinearWeights& w, const float* x, int6
 // that row only, as Linear()'s do, but is rounded differently (sums run over the
 // input in order): choose between the two by something of the row's own sequence,
 // never by how many rows share a call, to keep batching bit-exact. Calls Linear()
-// when oneDNN packed the weights in a layout this does not read.
+// when oneDNN packed the weights in a layout this does not read. With `parallel`,
+// idle threads may each take a share of the outputs (the same results: an output
+// is computed by the same code wherever it runs).
 void LinearFewRows(LinearContext& context, const LinearWeights& w, const float* x,
-                   int64_t rows, float* y);
+                   int64_t rows, float* y, ParallelFor* parallel = nullptr);
 
 // The same product computed naively in double from the original float32 weights
 // ([out, in] row-major), rounded once: the test oracle.

@@ -8,10 +8,8 @@
 // Highway must come after foreach_target.h.
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "hwy/highway.h"
-#include "kernels/dtype.h"
 #include "kernels/linear_internal.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -96,9 +94,9 @@ void Tile(const FewRowsWeights& w, const float* x, int64_t nb, float* y) {
 }
 
 template <bool kBf16>
-void Run(const FewRowsWeights& w, const float* x, int64_t rows, float* y) {
-  const int64_t n_blocks = (w.out + kFewRowsBlockOut - 1) / kFewRowsBlockOut;
-  for (int64_t nb = 0; nb < n_blocks; ++nb) {
+void Run(const FewRowsWeights& w, const float* x, int64_t rows, int64_t nb_begin,
+         int64_t nb_end, float* y) {
+  for (int64_t nb = nb_begin; nb < nb_end; ++nb) {
     int64_t m = 0;
     for (; m + kRowTile <= rows; m += kRowTile) {
       Tile<kBf16, kRowTile>(w, x + m * w.in, nb, y + m * w.out);
@@ -115,14 +113,9 @@ void Run(const FewRowsWeights& w, const float* x, int64_t rows, float* y) {
 
 }  // namespace
 
-void LinearFewRowsImpl(const FewRowsWeights& w, const float* x, int64_t rows, float* y) {
-  if (!w.bf16) return Run<false>(w, x, rows, y);
-  // The product's bfloat16 semantics (as oneDNN's): x rounded to bfloat16 first.
-  std::vector<float> rounded(rows * w.in);
-  for (int64_t i = 0; i < rows * w.in; ++i) {
-    rounded[i] = Bfloat16ToFloat32(Float32ToBfloat16(x[i]));
-  }
-  Run<true>(w, rounded.data(), rows, y);
+void LinearFewRowsBlocksImpl(const FewRowsWeights& w, const float* x, int64_t rows,
+                             int64_t nb_begin, int64_t nb_end, float* y) {
+  (w.bf16 ? Run<true> : Run<false>)(w, x, rows, nb_begin, nb_end, y);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -132,10 +125,11 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace layerserve::kernels::internal {
 
-HWY_EXPORT(LinearFewRowsImpl);
+HWY_EXPORT(LinearFewRowsBlocksImpl);
 
-void LinearFewRowsRun(const FewRowsWeights& w, const float* x, int64_t rows, float* y) {
-  HWY_DYNAMIC_DISPATCH(LinearFewRowsImpl)(w, x, rows, y);
+void LinearFewRowsBlocks(const FewRowsWeights& w, const float* x, int64_t rows,
+                         int64_t nb_begin, int64_t nb_end, float* y) {
+  HWY_DYNAMIC_DISPATCH(LinearFewRowsBlocksImpl)(w, x, rows, nb_begin, nb_end, y);
 }
 
 }  // namespace layerserve::kernels::internal

@@ -65,25 +65,29 @@ void Tile(const FewRowsWeights& w, const uint32_t* x, int64_t pairs, int64_t nb,
 
 }  // namespace
 
-void LinearFewRowsDpbf16(const FewRowsWeights& w, const float* x, int64_t rows, float* y) {
-  // x rounded to bfloat16, two per word: word p of a row holds k = 2p (low half)
-  // and 2p + 1 (high half), the order of the weights' pairs.
-  const int64_t pairs = w.in / 2;
-  std::vector<uint32_t> packed(rows * pairs);
+void PackBfloat16Pairs(const float* x, int64_t rows, int64_t in, std::vector<uint32_t>& packed) {
+  // Word p of a row holds k = 2p (low half) and 2p + 1 (high half), the order of
+  // the weights' pairs.
+  const int64_t pairs = in / 2;
+  packed.resize(rows * pairs);
   for (int64_t m = 0; m < rows; ++m) {
     for (int64_t p = 0; p < pairs; ++p) {
-      const float* xp = x + m * w.in + 2 * p;
+      const float* xp = x + m * in + 2 * p;
       packed[m * pairs + p] = Float32ToBfloat16(xp[0]) |
                               (static_cast<uint32_t>(Float32ToBfloat16(xp[1])) << 16);
     }
   }
-  const int64_t n_blocks = (w.out + kFewRowsBlockOut - 1) / kFewRowsBlockOut;
-  for (int64_t nb = 0; nb < n_blocks; ++nb) {
+}
+
+void LinearFewRowsDpbf16Blocks(const FewRowsWeights& w, const uint32_t* x, int64_t rows,
+                               int64_t nb_begin, int64_t nb_end, float* y) {
+  const int64_t pairs = w.in / 2;
+  for (int64_t nb = nb_begin; nb < nb_end; ++nb) {
     int64_t m = 0;
     for (; m + kRowTile <= rows; m += kRowTile) {
-      Tile<kRowTile>(w, packed.data() + m * pairs, pairs, nb, y + m * w.out);
+      Tile<kRowTile>(w, x + m * pairs, pairs, nb, y + m * w.out);
     }
-    const uint32_t* xm = packed.data() + m * pairs;
+    const uint32_t* xm = x + m * pairs;
     float* ym = y + m * w.out;
     switch (rows - m) {
       case 5: Tile<5>(w, xm, pairs, nb, ym); break;

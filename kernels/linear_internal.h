@@ -4,6 +4,7 @@
 #define LAYERSERVE_KERNELS_LINEAR_INTERNAL_H_
 
 #include <cstdint>
+#include <vector>
 
 namespace layerserve::kernels {
 class LinearWeights;
@@ -29,18 +30,24 @@ struct FewRowsWeights {
   const float* bias = nullptr;  // [out], never null.
 };
 
-// y[rows, out] = round(x)[rows, in] · W^T + bias, where round() is bfloat16
-// rounding for bfloat16 weights (the products are then exact) and nothing for
-// float32. Sums run over k in order from the bias, in float32 with FMA.
-void LinearFewRowsRun(const FewRowsWeights& w, const float* x, int64_t rows, float* y);
+// Outputs of 64-column blocks [nb_begin, nb_end) of y[rows, out] = x[rows, in] · W^T
+// + bias. For bfloat16 weights x must hold values already rounded to bfloat16 (the
+// product's semantics, as oneDNN's: the products are then exact). Sums run over k
+// in order from the bias, in float32 with FMA. Blocks are independent: calls for
+// disjoint ranges may run at once on one y.
+void LinearFewRowsBlocks(const FewRowsWeights& w, const float* x, int64_t rows,
+                         int64_t nb_begin, int64_t nb_end, float* y);
 
 // The layout of `w` as LinearFewRows reads it (data null: it falls back to Linear).
 const FewRowsWeights& FewRowsLayoutOf(const LinearWeights& w);
 
 // The same for bfloat16 weights with VDPBF16PS (linear_few_rows_dpbf16.cc), on CPUs
-// that have AVX512_BF16. REQUIRES: w.bf16, w.in even, FewRowsDpbf16Supported().
+// that have AVX512_BF16, from x as PackBfloat16Pairs left it. REQUIRES: w.bf16,
+// w.in even, FewRowsDpbf16Supported().
 bool FewRowsDpbf16Supported();
-void LinearFewRowsDpbf16(const FewRowsWeights& w, const float* x, int64_t rows, float* y);
+void PackBfloat16Pairs(const float* x, int64_t rows, int64_t in, std::vector<uint32_t>& packed);
+void LinearFewRowsDpbf16Blocks(const FewRowsWeights& w, const uint32_t* x, int64_t rows,
+                               int64_t nb_begin, int64_t nb_end, float* y);
 
 }  // namespace layerserve::kernels::internal
 

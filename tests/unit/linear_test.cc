@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "kernels/dtype.h"
 #include "kernels/linear_internal.h"
+#include "tests/testing/threads_parallel_for.h"
 
 namespace layerserve::kernels {
 namespace {
@@ -85,7 +86,9 @@ TEST_P(LinearTest, FewRowsMatchReference) {
   for (WeightType type : {WeightType::kFloat32, WeightType::kBfloat16})
     for (bool in_by_out : {false, true})
       for (bool bias : {false, true})
-        CheckAgainstReference(GetParam(), type, in_by_out, bias, LinearFewRows);
+        CheckAgainstReference(GetParam(), type, in_by_out, bias,
+                              [](LinearContext& c, const LinearWeights& w, const float* x,
+                                 int64_t rows, float* y) { LinearFewRows(c, w, x, rows, y); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
@@ -176,6 +179,28 @@ TEST_P(LinearRowIndependenceTest, FewRowsEachRowIsBitIdenticalAtEveryRowCount) {
   }
 }
 
+// Threads sharing a call's outputs compute each exactly as one thread does, at sizes
+// with a partial last block and with fewer blocks than chunks.
+TEST_P(LinearRowIndependenceTest, FewRowsSplitAcrossThreadsIsBitIdentical) {
+  std::mt19937 rng(11);
+  testing::ThreadsParallelFor threads(3);
+  for (int64_t out : {1, 7, 130, 1408, 4097}) {
+    const int64_t in = 96;
+    const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
+    LinearWeights weights(w.data(), out, in, false, b.data(), GetParam());
+    LinearContext context;
+    for (int64_t rows : {1, 4, 7}) {
+      const std::vector<float> x = Random(rows * in, rng);
+      std::vector<float> serial(rows * out), split(rows * out, -1.0f);
+      LinearFewRows(context, weights, x.data(), rows, serial.data());
+      LinearFewRows(context, weights, x.data(), rows, split.data(), &threads);
+      for (int64_t i = 0; i < rows * out; ++i) {
+        ASSERT_EQ(split[i], serial[i]) << "out " << out << " rows " << rows << " at " << i;
+      }
+    }
+  }
+}
+
 // NaN and Inf in an input row spread over that row's outputs only, as in the
 // reference (0 * Inf is NaN there too).
 TEST_P(LinearRowIndependenceTest, FewRowsNanAndInfStayInTheirRow) {
@@ -201,7 +226,9 @@ TEST_P(LinearRowIndependenceTest, FewRowsNanAndInfStayInTheirRow) {
     ASSERT_TRUE(std::isfinite(y[out + o])) << o;
     ASSERT_NEAR(y[out + o], want[out + o], 1e-3f * std::max(1.0f, std::fabs(want[out + o])));
     ASSERT_EQ(std::isnan(y[2 * out + o]), std::isnan(want[2 * out + o])) << o;
-    if (!std::isnan(want[2 * out + o])) ASSERT_EQ(y[2 * out + o], want[2 * out + o]) << o;
+    if (!std::isnan(want[2 * out + o])) {
+      ASSERT_EQ(y[2 * out + o], want[2 * out + o]) << o;
+    }
   }
 }
 
@@ -222,9 +249,14 @@ TEST(LinearFewRowsTest, BothBfloat16PathsMatchReference) {
     for (float& v : rounded) v = RoundBf16(v);
     std::vector<float> want(rows * out), highway(rows * out), dot(rows * out);
     LinearReference(rounded_w.data(), b.data(), out, in, rounded.data(), rows, want.data());
-    internal::LinearFewRowsRun(few, x.data(), rows, highway.data());
+    const int64_t blocks = (out + internal::kFewRowsBlockOut - 1) / internal::kFewRowsBlockOut;
+    internal::LinearFewRowsBlocks(few, rounded.data(), rows, 0, blocks, highway.data());
     const bool has_dot = internal::FewRowsDpbf16Supported();
-    if (has_dot) internal::LinearFewRowsDpbf16(few, x.data(), rows, dot.data());
+    if (has_dot) {
+      std::vector<uint32_t> pairs;
+      internal::PackBfloat16Pairs(x.data(), rows, in, pairs);
+      internal::LinearFewRowsDpbf16Blocks(few, pairs.data(), rows, 0, blocks, dot.data());
+    }
     for (int64_t i = 0; i < rows * out; ++i) {
       // Products of bfloat16 values are exact in float32: only the sums round.
       double magnitude = std::fabs(b[i % out]);
@@ -233,7 +265,9 @@ TEST(LinearFewRowsTest, BothBfloat16PathsMatchReference) {
       }
       const double bound = (in + 2) * 0x1p-24 * magnitude;
       ASSERT_LE(std::fabs(highway[i] - want[i]), bound) << "rows " << rows << " at " << i;
-      if (has_dot) ASSERT_LE(std::fabs(dot[i] - want[i]), bound) << "rows " << rows << " at " << i;
+      if (has_dot) {
+        ASSERT_LE(std::fabs(dot[i] - want[i]), bound) << "rows " << rows << " at " << i;
+      }
     }
   }
 }

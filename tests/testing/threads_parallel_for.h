@@ -1,0 +1,36 @@
+// A ParallelFor for kernel tests: every Run starts `threads` - 1 threads besides the
+// caller, all taking indices from one counter, so a test sees the same index order
+// races the server's shared loops can produce.
+#ifndef LAYERSERVE_TESTS_TESTING_THREADS_PARALLEL_FOR_H_
+#define LAYERSERVE_TESTS_TESTING_THREADS_PARALLEL_FOR_H_
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "kernels/parallel_for.h"
+
+namespace layerserve::testing {
+
+class ThreadsParallelFor : public kernels::ParallelFor {
+ public:
+  explicit ThreadsParallelFor(int threads) : threads_(threads) {}
+
+  void Run(int64_t n, const std::function<void(int64_t)>& body) override {
+    std::atomic<int64_t> next{0};
+    auto take = [&] {
+      for (int64_t i = next++; i < n; i = next++) body(i);
+    };
+    std::vector<std::thread> others;
+    for (int t = 1; t < threads_; ++t) others.emplace_back(take);
+    take();
+    for (std::thread& thread : others) thread.join();
+  }
+
+ private:
+  const int threads_;
+};
+
+}  // namespace layerserve::testing
+
+#endif  // LAYERSERVE_TESTS_TESTING_THREADS_PARALLEL_FOR_H_
