@@ -29,7 +29,7 @@ constexpr int64_t kHeadDim = 64;
 
 struct Step {
   Step(Heads heads, int64_t past, int64_t tokens, KvCacheType type)
-      : heads(heads), tokens(tokens), cache(1, heads.kv * kHeadDim, type) {
+      : heads(heads), tokens(tokens), cache(1, heads.kv, kHeadDim, type) {
     std::mt19937 rng(1);
     std::normal_distribution<float> normal;
     const int64_t width = heads.kv * kHeadDim, rows = past + tokens;

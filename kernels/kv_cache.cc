@@ -6,8 +6,12 @@
 
 namespace layerserve::kernels {
 
-KvCache::KvCache(int64_t layers, int64_t width, KvCacheType type)
-    : layers_(layers), width_(width), type_(type), blocks_(layers) {}
+KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, KvCacheType type)
+    : layers_(layers),
+      head_dim_(head_dim),
+      width_(kv_heads * head_dim),
+      type_(type),
+      blocks_(layers) {}
 
 int64_t KvCache::BlockBytes() const { return 2 * kKvBlockTokens * width_ * ElementBytes(); }
 
@@ -27,11 +31,21 @@ const void* KvCache::KeyBlock(int64_t layer, int64_t block) const {
   return blocks_[layer][block].get();
 }
 
-const void* KvCache::ValueRow(int64_t layer, int64_t token) const {
-  const char* block = blocks_[layer][token / kKvBlockTokens].get();
-  const int64_t row = kKvBlockTokens + token % kKvBlockTokens;
-  return block + row * width_ * ElementBytes();
+const void* KvCache::ValueBlock(int64_t layer, int64_t block) const {
+  return blocks_[layer][block].get() + kKvBlockTokens * width_ * ElementBytes();
 }
+
+namespace {
+
+// Element `index` of float32 or bfloat16 storage.
+void* At(void* base, int64_t index, int64_t element_bytes) {
+  return static_cast<char*>(base) + index * element_bytes;
+}
+const void* At(const void* base, int64_t index, int64_t element_bytes) {
+  return static_cast<const char*>(base) + index * element_bytes;
+}
+
+}  // namespace
 
 void KvCache::Append(int64_t layer, const float* k, const float* v, int64_t stride,
                      int64_t tokens) {
@@ -40,26 +54,34 @@ void KvCache::Append(int64_t layer, const float* k, const float* v, int64_t stri
     // Not zeroed: entries are written before they are read.
     blocks.push_back(std::unique_ptr<char[]>(new char[BlockBytes()]));
   }
+  const ElementType element =
+      type_ == KvCacheType::kFloat32 ? ElementType::kFloat32 : ElementType::kBfloat16;
+  const int64_t bytes = ElementBytes(), heads = width_ / head_dim_;
   for (int64_t t = 0; t < tokens; ++t) {
     const int64_t token = length_ + t, column = token % kKvBlockTokens;
     const float* key = k + t * stride;
     void* keys = blocks[token / kKvBlockTokens].get();
-    void* values = const_cast<void*>(ValueRow(layer, token));
     if (type_ == KvCacheType::kFloat32) {
       for (int64_t i = 0; i < width_; ++i) {
         static_cast<float*>(keys)[i * kKvBlockTokens + column] = key[i];
       }
-      std::memcpy(values, v + t * stride, width_ * sizeof(float));
     } else {
       for (int64_t i = 0; i < width_; ++i) {
         static_cast<uint16_t*>(keys)[i * kKvBlockTokens + column] = Float32ToBfloat16(key[i]);
       }
-      ConvertFromFloat32(ElementType::kBfloat16, v + t * stride, width_, values);
+    }
+    void* values = const_cast<void*>(ValueBlock(layer, token / kKvBlockTokens));
+    for (int64_t h = 0; h < heads; ++h) {
+      ConvertFromFloat32(element, v + t * stride + h * head_dim_, head_dim_,
+                         At(values, (h * kKvBlockTokens + column) * head_dim_, bytes));
     }
   }
 }
 
 void KvCache::Read(int64_t layer, int64_t rows, float* k_out, float* v_out) const {
+  const ElementType element =
+      type_ == KvCacheType::kFloat32 ? ElementType::kFloat32 : ElementType::kBfloat16;
+  const int64_t bytes = ElementBytes(), heads = width_ / head_dim_;
   for (int64_t t = 0; t < rows; ++t) {
     const int64_t column = t % kKvBlockTokens;
     const void* keys = KeyBlock(layer, t / kKvBlockTokens);
@@ -68,12 +90,15 @@ void KvCache::Read(int64_t layer, int64_t rows, float* k_out, float* v_out) cons
       for (int64_t i = 0; i < width_; ++i) {
         key[i] = static_cast<const float*>(keys)[i * kKvBlockTokens + column];
       }
-      std::memcpy(v_out + t * width_, ValueRow(layer, t), width_ * sizeof(float));
     } else {
       for (int64_t i = 0; i < width_; ++i) {
         key[i] = Bfloat16ToFloat32(static_cast<const uint16_t*>(keys)[i * kKvBlockTokens + column]);
       }
-      ConvertToFloat32(ElementType::kBfloat16, ValueRow(layer, t), width_, v_out + t * width_);
+    }
+    const void* values = ValueBlock(layer, t / kKvBlockTokens);
+    for (int64_t h = 0; h < heads; ++h) {
+      ConvertToFloat32(element, At(values, (h * kKvBlockTokens + column) * head_dim_, bytes),
+                       head_dim_, v_out + t * width_ + h * head_dim_);
     }
   }
 }

@@ -23,10 +23,11 @@ enum class KvCacheType { kFloat32, kBfloat16 };
 
 class KvCache {
  public:
-  // `width` = kv_heads * head_dim, the floats of one token's keys (and values).
-  KvCache(int64_t layers, int64_t width, KvCacheType type);
+  // A token's keys (and values) are kv_heads * head_dim floats: width().
+  KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, KvCacheType type);
 
   int64_t layers() const { return layers_; }
+  int64_t head_dim() const { return head_dim_; }
   int64_t width() const { return width_; }
   // Tokens committed (cached by finished calls).
   int64_t length() const { return length_; }
@@ -48,8 +49,10 @@ class KvCache {
   // transposed: [width][kKvBlockTokens] floats or bfloat16s (type()), so a decode
   // step's scores take a vector of keys per load with no horizontal sums.
   const void* KeyBlock(int64_t layer, int64_t block) const;
-  // `layer`'s values of token `token` in place: width() floats or bfloat16s.
-  const void* ValueRow(int64_t layer, int64_t token) const;
+  // `layer`'s values of block `block` in place, head by head: [kv_heads][
+  // kKvBlockTokens][head_dim] floats or bfloat16s, so a decode step reads each head's
+  // values of the block as one stream.
+  const void* ValueBlock(int64_t layer, int64_t block) const;
   // The call's tokens become part of the cache.
   void Commit(int64_t tokens) { length_ += tokens; }
 
@@ -57,11 +60,11 @@ class KvCache {
   int64_t BlockBytes() const;
   int64_t ElementBytes() const { return type_ == KvCacheType::kFloat32 ? 4 : 2; }
 
-  const int64_t layers_, width_;
+  const int64_t layers_, head_dim_, width_;
   const KvCacheType type_;
   int64_t length_ = 0;
   // blocks_[layer][i]: keys [width][kKvBlockTokens] (transposed), then values
-  // [kKvBlockTokens][width].
+  // [kv_heads][kKvBlockTokens][head_dim].
   std::vector<std::vector<std::unique_ptr<char[]>>> blocks_;
 };
 

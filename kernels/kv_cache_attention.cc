@@ -1,7 +1,7 @@
 // AttentionOverCache in Google Highway, one copy per x86 target, dispatched at run
 // time. Three passes: scores (a vector of keys at a time from the transposed key
 // blocks, so no horizontal sums), the shared masked softmax, and the weighted sum of
-// the value rows. Independent accumulators hide the FMA latency in both loops.
+// the value rows. Both read the cache in address order (it comes from memory).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/kv_cache_attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -44,91 +44,100 @@ const void* Advance(const void* p, int64_t elements) {
   return static_cast<const char*>(p) + elements * (kBf16 ? 2 : 4);
 }
 
+// Vectors across one 64-token row of a transposed key block.
+constexpr int64_t kRowVecs = kKvBlockTokens / static_cast<int64_t>(hn::MaxLanes(D()));
+
 // scores[(h * tokens + t) * keys + j] = q[t, h] . k[j, h's group] for every j below
-// query t's limit (a few past it too, which the softmax ignores).
+// query t's limit (up to the end of its 64-token block too, which the softmax
+// ignores). Each head's rows of a key block are read once, in address order: a
+// decode step reads the cache from memory, and a sequential stream reads it twice
+// as fast as the strided one of a loop over tokens first.
 template <bool kBf16>
 void Scores(const AttentionArgs& a, const KvCache& cache, int64_t layer, int64_t used,
             float* scores) {
   const D d;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));  // Divides kKvBlockTokens.
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t group = a.q_heads / a.kv_heads, dh = a.head_dim;
-  HWY_ALIGN float last[hn::MaxLanes(d)];
   for (int64_t j0 = 0; j0 < used; j0 += kKvBlockTokens) {
     const void* block = cache.KeyBlock(layer, j0 / kKvBlockTokens);
     const int64_t n = std::min(kKvBlockTokens, used - j0);
-    for (int64_t c = 0; c < n; c += lanes) {
-      for (int64_t h = 0; h < a.q_heads; ++h) {
-        // Row i of this head's keys is dimension i of kKvBlockTokens keys.
-        const void* k = Advance<kBf16>(block, (h / group) * dh * kKvBlockTokens + c);
-        for (int64_t t = 0; t < a.tokens; ++t) {
-          if (j0 + c >= a.key_limits[t]) continue;
-          const float* q = a.q + t * a.q_stride + h * dh;
-          V acc0 = hn::Zero(d), acc1 = hn::Zero(d), acc2 = hn::Zero(d), acc3 = hn::Zero(d);
-          int64_t i = 0;
-          for (; i + 4 <= dh; i += 4) {
-            acc0 = hn::MulAdd(hn::Set(d, q[i]), LoadAt<kBf16>(k, i * kKvBlockTokens), acc0);
-            acc1 = hn::MulAdd(hn::Set(d, q[i + 1]),
-                              LoadAt<kBf16>(k, (i + 1) * kKvBlockTokens), acc1);
-            acc2 = hn::MulAdd(hn::Set(d, q[i + 2]),
-                              LoadAt<kBf16>(k, (i + 2) * kKvBlockTokens), acc2);
-            acc3 = hn::MulAdd(hn::Set(d, q[i + 3]),
-                              LoadAt<kBf16>(k, (i + 3) * kKvBlockTokens), acc3);
+    for (int64_t h = 0; h < a.q_heads; ++h) {
+      // Row i of this head's keys is dimension i of kKvBlockTokens keys.
+      const void* k = Advance<kBf16>(block, (h / group) * dh * kKvBlockTokens);
+      for (int64_t t = 0; t < a.tokens; ++t) {
+        if (j0 >= a.key_limits[t]) continue;
+        const float* q = a.q + t * a.q_stride + h * dh;
+        // Even and odd dimensions in separate sums: two independent chains per
+        // vector hide the FMA latency.
+        V acc[kRowVecs], odd[kRowVecs];
+        for (int64_t c = 0; c < kRowVecs; ++c) acc[c] = odd[c] = hn::Zero(d);
+        int64_t i = 0;
+        for (; i + 2 <= dh; i += 2) {
+          const V q0 = hn::Set(d, q[i]), q1 = hn::Set(d, q[i + 1]);
+          for (int64_t c = 0; c < kRowVecs; ++c) {
+            acc[c] = hn::MulAdd(q0, LoadAt<kBf16>(k, i * kKvBlockTokens + c * lanes), acc[c]);
+            odd[c] = hn::MulAdd(q1, LoadAt<kBf16>(k, (i + 1) * kKvBlockTokens + c * lanes),
+                                odd[c]);
           }
-          for (; i < dh; ++i) {
-            acc0 = hn::MulAdd(hn::Set(d, q[i]), LoadAt<kBf16>(k, i * kKvBlockTokens), acc0);
+        }
+        for (; i < dh; ++i) {
+          const V qi = hn::Set(d, q[i]);
+          for (int64_t c = 0; c < kRowVecs; ++c) {
+            acc[c] = hn::MulAdd(qi, LoadAt<kBf16>(k, i * kKvBlockTokens + c * lanes), acc[c]);
           }
-          const V sum = hn::Add(hn::Add(acc0, acc1), hn::Add(acc2, acc3));
-          float* out = scores + (h * a.tokens + t) * a.keys + j0 + c;
-          if (c + lanes <= n) {
-            hn::StoreU(sum, d, out);
-          } else {  // The block's last, partly written columns: keep the row's end.
-            hn::Store(sum, d, last);
-            std::copy(last, last + (n - c), out);
-          }
+        }
+        for (int64_t c = 0; c < kRowVecs; ++c) acc[c] = hn::Add(acc[c], odd[c]);
+        float* out = scores + (h * a.tokens + t) * a.keys + j0;
+        if (n == kKvBlockTokens) {
+          for (int64_t c = 0; c < kRowVecs; ++c) hn::StoreU(acc[c], d, out + c * lanes);
+        } else {  // The last block: the row ends inside it.
+          HWY_ALIGN float row[kKvBlockTokens];
+          for (int64_t c = 0; c < kRowVecs; ++c) hn::Store(acc[c], d, row + c * lanes);
+          std::copy(row, row + n, out);
         }
       }
     }
   }
 }
 
-// out[t, h] = sum over j below query t's limit of p[h, t, j] * v[j, h's group].
+// out[t, h] = sum over j below query t's limit of p[h, t, j] * v[j, h's group], in
+// order of j. A value block holds each head's rows together, so every head's share
+// is one sequential stream (the cache comes from memory), and up to four vectors of
+// a head's sums stay in registers across the block's rows.
 template <bool kBf16>
 void Mix(const AttentionArgs& a, const KvCache& cache, int64_t layer, const float* p) {
   const D d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t group = a.q_heads / a.kv_heads, dh = a.head_dim, width = cache.width();
-  for (int64_t h = 0; h < a.q_heads; ++h) {
-    const int64_t offset = (h / group) * dh;
-    for (int64_t t = 0; t < a.tokens; ++t) {
-      const float* weights = p + (h * a.tokens + t) * a.keys;
-      const int64_t limit = a.key_limits[t];
-      float* out = a.out + t * a.out_stride + h * dh;
-      int64_t c = 0;
-      for (; c + lanes <= dh; c += lanes) {
-        V acc0 = hn::Zero(d), acc1 = hn::Zero(d), acc2 = hn::Zero(d), acc3 = hn::Zero(d);
-        for (int64_t j0 = 0; j0 < limit; j0 += kKvBlockTokens) {
-          const void* v = Advance<kBf16>(cache.ValueRow(layer, j0), offset + c);
-          const int64_t n = std::min(kKvBlockTokens, limit - j0);
-          const float* w = weights + j0;
-          int64_t r = 0;
-          for (; r + 4 <= n; r += 4) {
-            acc0 = hn::MulAdd(hn::Set(d, w[r]), LoadAt<kBf16>(v, r * width), acc0);
-            acc1 = hn::MulAdd(hn::Set(d, w[r + 1]), LoadAt<kBf16>(v, (r + 1) * width), acc1);
-            acc2 = hn::MulAdd(hn::Set(d, w[r + 2]), LoadAt<kBf16>(v, (r + 2) * width), acc2);
-            acc3 = hn::MulAdd(hn::Set(d, w[r + 3]), LoadAt<kBf16>(v, (r + 3) * width), acc3);
+  const int64_t group = a.q_heads / a.kv_heads, dh = a.head_dim;
+  const int64_t vectors = dh / lanes;  // Head dims in whole vectors.
+  constexpr int64_t kChunk = 4;        // Vectors of sums in registers at once.
+  for (int64_t t = 0; t < a.tokens; ++t) {
+    float* out = a.out + t * a.out_stride;
+    std::fill(out, out + a.q_heads * dh, 0.0f);
+    const int64_t limit = a.key_limits[t];
+    for (int64_t j0 = 0; j0 < limit; j0 += kKvBlockTokens) {
+      const void* block = cache.ValueBlock(layer, j0 / kKvBlockTokens);
+      const int64_t n = std::min(kKvBlockTokens, limit - j0);
+      for (int64_t h = 0; h < a.q_heads; ++h) {
+        const float* weights = p + (h * a.tokens + t) * a.keys + j0;
+        // Row r of this head's values in the block: element r * dh.
+        const void* v = Advance<kBf16>(block, (h / group) * kKvBlockTokens * dh);
+        float* oh = out + h * dh;
+        for (int64_t c0 = 0; c0 < vectors; c0 += kChunk) {
+          const int64_t count = std::min(kChunk, vectors - c0);
+          V acc[kChunk];
+          for (int64_t c = 0; c < count; ++c) acc[c] = hn::LoadU(d, oh + (c0 + c) * lanes);
+          for (int64_t r = 0; r < n; ++r) {
+            const V w = hn::Set(d, weights[r]);
+            for (int64_t c = 0; c < count; ++c) {
+              acc[c] = hn::MulAdd(w, LoadAt<kBf16>(v, r * dh + (c0 + c) * lanes), acc[c]);
+            }
           }
-          for (; r < n; ++r) {
-            acc0 = hn::MulAdd(hn::Set(d, w[r]), LoadAt<kBf16>(v, r * width), acc0);
-          }
+          for (int64_t c = 0; c < count; ++c) hn::StoreU(acc[c], d, oh + (c0 + c) * lanes);
         }
-        hn::StoreU(hn::Add(hn::Add(acc0, acc1), hn::Add(acc2, acc3)), d, out + c);
-      }
-      for (; c < dh; ++c) {  // Head dims that do not fill a vector.
-        float sum = 0;
-        for (int64_t j = 0; j < limit; ++j) {
-          sum += weights[j] * ValueAt<kBf16>(cache.ValueRow(layer, j), offset + c);
+        for (int64_t c = vectors * lanes; c < dh; ++c) {  // Dims that fill no vector.
+          for (int64_t r = 0; r < n; ++r) oh[c] += weights[r] * ValueAt<kBf16>(v, r * dh + c);
         }
-        out[c] = sum;
       }
     }
   }

@@ -24,7 +24,7 @@ Session::Session(std::string session_id, const Model* model_in, int64_t start,
       layer_start(start),
       num_layers(count),
       max_length(max_tokens),
-      cache(count, model_in->block.num_kv_heads * model_in->block.head_dim, type) {}
+      cache(count, model_in->block.num_kv_heads, model_in->block.head_dim, type) {}
 
 SessionLease::SessionLease(SessionStore* store, std::shared_ptr<Session> session,
                            int64_t reserved)

@@ -30,7 +30,7 @@ constexpr float kTolerance = 2e-5f;
 // What one call sees: a cache holding `past` committed rows plus this call's own.
 struct CacheCall {
   CacheCall(const Case& c, KvCacheType type, float scale_values, uint32_t seed)
-      : c(c), cache(/*layers=*/2, c.kv_heads * c.head_dim, type) {
+      : c(c), cache(/*layers=*/2, c.kv_heads, c.head_dim, type) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> dist;
     const int64_t qw = c.q_heads * c.head_dim, kw = c.kv_heads * c.head_dim;
@@ -161,9 +161,11 @@ TEST(KvCacheAttentionTest, NanAndInfPropagateLikeTheReference) {
     // groups' outputs become NaN as in the reference; and an Inf in a query.
     const auto set = [&](int64_t row, bool values, int64_t i, float x) {
       const int64_t block = row / kKvBlockTokens, column = row % kKvBlockTokens;
-      // Keys are stored transposed per block, values row by row.
-      const int64_t at = values ? i : i * kKvBlockTokens + column;
-      void* data = const_cast<void*>(values ? call.cache.ValueRow(CacheCall::kLayer, row)
+      // Keys are stored transposed per block, values head by head.
+      const int64_t dh = call.c.head_dim;
+      const int64_t at = values ? ((i / dh) * kKvBlockTokens + column) * dh + i % dh
+                                : i * kKvBlockTokens + column;
+      void* data = const_cast<void*>(values ? call.cache.ValueBlock(CacheCall::kLayer, block)
                                             : call.cache.KeyBlock(CacheCall::kLayer, block));
       if (type == KvCacheType::kFloat32) {
         static_cast<float*>(data)[at] = x;

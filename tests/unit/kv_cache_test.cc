@@ -14,7 +14,7 @@ namespace {
 TEST(KvCacheTest, AppendsInStepsReadBackEverythingInOrder) {
   const int64_t width = 6, stride = 20;  // Rows are slices of wider fused rows.
   for (KvCacheType type : {KvCacheType::kFloat32, KvCacheType::kBfloat16}) {
-    KvCache cache(/*layers=*/2, width, type);
+    KvCache cache(/*layers=*/2, /*kv_heads=*/2, /*head_dim=*/3, type);
     std::mt19937 rng(3);
     std::normal_distribution<float> normal;
     std::vector<std::vector<float>> want_k(2), want_v(2);
@@ -51,7 +51,7 @@ TEST(KvCacheTest, AppendsInStepsReadBackEverythingInOrder) {
 }
 
 TEST(KvCacheTest, BytesToGrowCountsOnlyNewBlocks) {
-  KvCache cache(/*layers=*/3, /*width=*/8, KvCacheType::kFloat32);
+  KvCache cache(/*layers=*/3, /*kv_heads=*/2, /*head_dim=*/4, KvCacheType::kFloat32);
   const int64_t block = 2 * kKvBlockTokens * 8 * 4;
   EXPECT_EQ(cache.BytesToGrow(1), 3 * block);
   EXPECT_EQ(cache.BytesToGrow(kKvBlockTokens), 3 * block);
