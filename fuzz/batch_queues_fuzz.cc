@@ -1,9 +1,9 @@
 // The batcher's queues (server/batch_queues.h) driven by a byte-coded program of
-// schedule / advance-clock / take / flush operations and checked, after every
-// operation, against a plain model of what they must hold: every accepted task
-// leaves exactly once, in schedule order within its key, in batches that obey
-// max_batch_rows, from a queue that is closed (full, old enough, or flushed) and
-// holds the oldest task among the closed ones.
+// schedule / advance-clock / take / flush / hold / release operations and checked,
+// after every operation, against a plain model of what they must hold: every
+// accepted task leaves exactly once, in schedule order within its key, in batches
+// that obey max_batch_rows, from a queue that is closed (not held; full, old enough
+// and gathered, or flushed) and holds the oldest task among the closed ones.
 #include <deque>
 #include <map>
 #include <string>
@@ -73,13 +73,34 @@ class Checker {
 
   void Advance(int64_t micros) { now_ += absl::Microseconds(micros); }
 
+  void Hold(int key_index) {
+    const std::string key = absl::StrCat("key", key_index);
+    queues_.Hold(key);
+    ++holds_[key].count;
+  }
+
+  void Release(int key_index, int64_t tasks) {
+    const std::string key = absl::StrCat("key", key_index);
+    queues_.Release(key, tasks, now_);
+    auto it = holds_.find(key);
+    if (it == holds_.end()) return;  // Not held: nothing happens.
+    it->second.tasks += tasks;
+    if (--it->second.count > 0) return;
+    if (options_.max_gather_delay > absl::ZeroDuration()) {
+      auto queue = model_.find(key);
+      const int64_t waiting = queue == model_.end() ? 0 : static_cast<int64_t>(queue->second.size());
+      gathers_[key] = {it->second.tasks + waiting, now_ + options_.max_gather_delay};
+    }
+    holds_.erase(it);
+  }
+
   // One TakeClosed(now, flush), checked; false when nothing was closed.
   bool Take(bool flush) {
     // The queue the model says must go next, if any: closed, oldest front task.
     const std::string* want_key = nullptr;
     absl::Time oldest = absl::InfiniteFuture();
     for (const auto& [key, tasks] : model_) {
-      if (tasks.empty() || !(flush || Closed(tasks))) continue;
+      if (tasks.empty() || !(flush || Closed(key, tasks))) continue;
       if (want_key == nullptr || tasks.front().enqueued < oldest) {
         want_key = &key;
         oldest = tasks.front().enqueued;
@@ -92,7 +113,7 @@ class Checker {
     }
     FUZZ_CHECK(closed.has_value(), absl::StrCat("no batch while ", *want_key, " is closed"));
     std::deque<ModelTask>& tasks = model_[closed->key];
-    FUZZ_CHECK(!tasks.empty() && (flush || Closed(tasks)),
+    FUZZ_CHECK(!tasks.empty() && (flush || Closed(closed->key, tasks)),
                absl::StrCat("batch from ", closed->key, ", which is not closed"));
     FUZZ_CHECK(tasks.front().enqueued == oldest,
                absl::StrCat("batch from ", closed->key, " while an older queue is closed"));
@@ -114,6 +135,7 @@ class Checker {
     FUZZ_CHECK(tasks.empty() || rows + tasks.front().rows > options_.max_batch_rows,
                "the batch left out a task that fits");
     waiting_ -= static_cast<int64_t>(closed->tasks.size());
+    gathers_.erase(closed->key);
     if (tasks.empty()) model_.erase(closed->key);
     CheckSize();
     return true;
@@ -121,7 +143,7 @@ class Checker {
 
   void CheckNextClose() {
     absl::Time want = absl::InfiniteFuture();
-    for (const auto& [key, tasks] : model_) want = std::min(want, CloseTime(tasks));
+    for (const auto& [key, tasks] : model_) want = std::min(want, CloseTime(key, tasks));
     FUZZ_CHECK(queues_.NextClose() == want, "NextClose()");
   }
 
@@ -135,13 +157,22 @@ class Checker {
   }
 
  private:
-  absl::Time CloseTime(const std::deque<ModelTask>& tasks) const {
+  absl::Time CloseTime(const std::string& key, const std::deque<ModelTask>& tasks) const {
+    if (holds_.count(key) > 0) return absl::InfiniteFuture();
     int64_t rows = 0;
     for (const ModelTask& t : tasks) rows += t.rows;
     if (rows >= options_.max_batch_rows) return absl::InfinitePast();
-    return tasks.front().enqueued + options_.max_queue_delay;
+    const absl::Time aged = tasks.front().enqueued + options_.max_queue_delay;
+    auto gather = gathers_.find(key);
+    if (gather == gathers_.end() ||
+        static_cast<int64_t>(tasks.size()) >= gather->second.first) {
+      return aged;
+    }
+    return std::max(aged, gather->second.second);
   }
-  bool Closed(const std::deque<ModelTask>& tasks) const { return CloseTime(tasks) <= now_; }
+  bool Closed(const std::string& key, const std::deque<ModelTask>& tasks) const {
+    return CloseTime(key, tasks) <= now_;
+  }
   void CheckSize() const {
     FUZZ_CHECK(queues_.size() == waiting_,
                absl::StrCat("size() ", queues_.size(), ", expected ", waiting_));
@@ -150,6 +181,13 @@ class Checker {
   const BatchOptions options_;
   BatchQueues queues_;
   std::map<std::string, std::deque<ModelTask>> model_;
+  struct ModelHolds {
+    int count = 0;
+    int64_t tasks = 0;
+  };
+  std::map<std::string, ModelHolds> holds_;
+  // Per key: close once this many tasks wait, or at this time.
+  std::map<std::string, std::pair<int64_t, absl::Time>> gathers_;
   int64_t waiting_ = 0;
   int64_t next_id_ = 0;
   absl::Time now_ = absl::UnixEpoch() + absl::Hours(1);
@@ -163,11 +201,12 @@ Outcome FuzzBatchQueues(const uint8_t* data, size_t size) {
   options.max_batch_rows = 1 + bytes.Next() % 16;
   options.max_queue_delay = absl::Microseconds(bytes.Next() % 64);
   options.max_queue_size = 1 + bytes.Next() % 32;
+  options.max_gather_delay = absl::Microseconds(bytes.Next() % 64);
   {
     Checker checker(options);
     while (!bytes.empty()) {
       const uint8_t op = bytes.Next();
-      switch (op % 8) {
+      switch (op % 10) {
         case 0:
         case 1:
         case 2:  // Schedule: key from the op byte, rows from the next (some > max).
@@ -185,6 +224,12 @@ Outcome FuzzBatchQueues(const uint8_t* data, size_t size) {
           break;
         case 7:
           checker.CheckNextClose();
+          break;
+        case 8:
+          checker.Hold((op >> 4) % 4);
+          break;
+        case 9:
+          checker.Release((op >> 4) % 4, 1 + bytes.Next() % 8);
           break;
       }
     }

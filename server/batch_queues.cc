@@ -19,21 +19,44 @@ absl::Status BatchQueues::Schedule(const std::string& key,
   return absl::OkStatus();
 }
 
-absl::Time BatchQueues::CloseTime(const Queue& queue) const {
+absl::Time BatchQueues::CloseTime(const std::string& key, const Queue& queue) const {
+  if (holds_.count(key) > 0) return absl::InfiniteFuture();
   if (queue.rows >= options_.max_batch_rows) return absl::InfinitePast();
-  return queue.tasks.front()->enqueued() + options_.max_queue_delay;
+  const absl::Time aged = queue.tasks.front()->enqueued() + options_.max_queue_delay;
+  auto gather = gathers_.find(key);
+  if (gather == gathers_.end() ||
+      static_cast<int64_t>(queue.tasks.size()) >= gather->second.tasks) {
+    return aged;
+  }
+  return std::max(aged, gather->second.until);
 }
 
 absl::Time BatchQueues::NextClose() const {
   absl::Time next = absl::InfiniteFuture();
-  for (const auto& [key, queue] : queues_) next = std::min(next, CloseTime(queue));
+  for (const auto& [key, queue] : queues_) next = std::min(next, CloseTime(key, queue));
   return next;
+}
+
+void BatchQueues::Hold(const std::string& key) { ++holds_[key].count; }
+
+void BatchQueues::Release(const std::string& key, int64_t tasks, absl::Time now) {
+  auto it = holds_.find(key);
+  if (it == holds_.end()) return;
+  it->second.tasks += tasks;
+  if (--it->second.count > 0) return;
+  auto queue = queues_.find(key);
+  const int64_t waiting =
+      queue == queues_.end() ? 0 : static_cast<int64_t>(queue->second.tasks.size());
+  if (options_.max_gather_delay > absl::ZeroDuration()) {
+    gathers_[key] = {it->second.tasks + waiting, now + options_.max_gather_delay};
+  }
+  holds_.erase(it);
 }
 
 std::optional<BatchQueues::Closed> BatchQueues::TakeClosed(absl::Time now, bool flush) {
   auto chosen = queues_.end();
   for (auto it = queues_.begin(); it != queues_.end(); ++it) {
-    if (!flush && CloseTime(it->second) > now) continue;
+    if (!flush && CloseTime(it->first, it->second) > now) continue;
     if (chosen == queues_.end() ||
         it->second.tasks.front()->enqueued() < chosen->second.tasks.front()->enqueued()) {
       chosen = it;
@@ -52,6 +75,7 @@ std::optional<BatchQueues::Closed> BatchQueues::TakeClosed(absl::Time now, bool 
   }
   queue.rows -= closed.rows;
   size_ -= static_cast<int64_t>(closed.tasks.size());
+  gathers_.erase(chosen->first);  // Gathered or not, this was the batch it waited for.
   if (queue.tasks.empty()) queues_.erase(chosen);
   return closed;
 }

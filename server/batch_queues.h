@@ -7,6 +7,18 @@
 // batch takes tasks from the front while they fit in max_batch_rows, and always at
 // least one, so a task larger than the limit runs alone. Among closed queues the one
 // whose oldest task arrived first goes next. Not thread-safe: the Batcher locks.
+//
+// Holds and gathers, for batches whose loops the Batcher shares with idle workers
+// (decode steps of many KV-cache sessions: streaming a model's weights dominates,
+// so one batch of all the steps on every worker beats two batches side by side):
+// - While a key is held its queue does not close: what arrives waits for the held
+//   batch instead of running beside it and reading the same weights again.
+// - When the last hold ends, the key's next batch gathers: it closes once it has as
+//   many tasks as the held batches had plus those that waited for them, or
+//   max_gather_delay after the release, whichever comes first (or when full).
+//   Clients that send their next step as soon as they are answered (a decode loop)
+//   then come back into one batch instead of splitting into groups that take turns.
+// A flush takes held and gathering queues like any other.
 #ifndef LAYERSERVE_SERVER_BATCH_QUEUES_H_
 #define LAYERSERVE_SERVER_BATCH_QUEUES_H_
 
@@ -47,6 +59,8 @@ using Batch = std::vector<std::unique_ptr<BatchTask>>;
 struct BatchOptions {
   int64_t max_batch_rows = 512;
   absl::Duration max_queue_delay = absl::ZeroDuration();
+  // How long a gathering batch waits at most (see above); zero: no gathering.
+  absl::Duration max_gather_delay = absl::Milliseconds(2);
   // Tasks waiting in all queues together.
   int64_t max_queue_size = 1024;
 };
@@ -70,22 +84,38 @@ class BatchQueues {
   std::optional<Closed> TakeClosed(absl::Time now, bool flush);
 
   // When the next batch closes by age if nothing else happens; InfiniteFuture()
-  // when no task waits. A full queue is closed already: NextClose() <= now.
+  // when no task waits outside held queues. A full queue is closed already:
+  // NextClose() <= now.
   absl::Time NextClose() const;
 
   // Tasks waiting in all queues.
   int64_t size() const { return size_; }
+
+  // Holds `key`'s queue until a Release for every Hold.
+  void Hold(const std::string& key);
+  // Ends one hold of `key`, whose batch of `tasks` tasks finished at `now`.
+  void Release(const std::string& key, int64_t tasks, absl::Time now);
 
  private:
   struct Queue {
     std::deque<std::unique_ptr<BatchTask>> tasks;
     int64_t rows = 0;
   };
-  absl::Time CloseTime(const Queue& queue) const;
+  struct Holds {
+    int count = 0;
+    int64_t tasks = 0;  // In the held batches released so far.
+  };
+  struct Gather {
+    int64_t tasks = 0;  // Close once this many wait...
+    absl::Time until;   // ...or at this time.
+  };
+  absl::Time CloseTime(const std::string& key, const Queue& queue) const;
 
   const BatchOptions options_;
   std::map<std::string, Queue> queues_;  // Only non-empty queues.
   int64_t size_ = 0;
+  std::map<std::string, Holds> holds_;     // Only keys held now.
+  std::map<std::string, Gather> gathers_;  // Keys whose next batch gathers.
 };
 
 }  // namespace layerserve

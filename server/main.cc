@@ -60,6 +60,11 @@ ABSL_FLAG(int64_t, max_queue_delay_us, 0,
           "How long a request may wait for others to fill its batch. 0: a free worker "
           "takes what is queued at once (requests still batch while workers are "
           "busy).");
+ABSL_FLAG(int64_t, max_gather_delay_us, 2000,
+          "After a batch whose loops idle workers shared (decode steps of KV-cache "
+          "sessions), how long the next batch of its kind may wait for as many "
+          "requests as came back last time, so sessions stepping together run as one "
+          "batch. 0: no such wait.");
 ABSL_FLAG(int64_t, max_queue_size, 1024,
           "Requests that may wait in the queues; more get RESOURCE_EXHAUSTED at once.");
 ABSL_FLAG(int64_t, max_request_elements, int64_t{1} << 26,
@@ -243,14 +248,18 @@ int Run() {
   options.compute_threads = ComputeThreads();
   options.batch.max_batch_rows = absl::GetFlag(FLAGS_max_batch_rows);
   options.batch.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
+  options.batch.max_gather_delay =
+      absl::Microseconds(absl::GetFlag(FLAGS_max_gather_delay_us));
   options.batch.max_queue_size = absl::GetFlag(FLAGS_max_queue_size);
   options.max_request_elements = absl::GetFlag(FLAGS_max_request_elements);
   options.max_response_bytes = max_message_bytes;
   if (options.batch.max_batch_rows < 1 || options.batch.max_queue_size < 1 ||
-      options.max_request_elements < 1 || absl::GetFlag(FLAGS_max_queue_delay_us) < 0) {
+      options.max_request_elements < 1 || absl::GetFlag(FLAGS_max_queue_delay_us) < 0 ||
+      absl::GetFlag(FLAGS_max_gather_delay_us) < 0) {
     std::fprintf(stderr,
                  "layerserve: --max-batch-rows, --max-queue-size and "
-                 "--max-request-elements must be >= 1, --max-queue-delay-us >= 0\n");
+                 "--max-request-elements must be >= 1, --max-queue-delay-us and "
+                 "--max-gather-delay-us >= 0\n");
     return 2;
   }
   const std::string kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype);

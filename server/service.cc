@@ -278,7 +278,9 @@ LayerServiceImpl::LayerServiceImpl(const ServiceOptions& options, Metrics* metri
       sessions_(options.sessions, metrics),
       batcher_(
           options.batch, options.compute_threads,
-          [metrics](WorkerContext& worker, Batch& batch) {
+          [this, metrics](WorkerContext& worker, Batch& batch) {
+            // Decode steps share their loops with idle workers (Batcher::Run).
+            worker.block.parallel = &batcher_;
             static_cast<ServedTask&>(*batch.front()).RunBatch(worker, batch, *metrics);
           },
           [metrics](int64_t depth) { metrics->SetQueueDepth(depth); }) {}

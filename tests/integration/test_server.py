@@ -9,7 +9,7 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import SOURCE_DIR, run_cli
+from conftest import SERVER, SOURCE_DIR, run_cli
 from grpc_std import health_pb2, health_pb2_grpc
 from grpc_std import reflection_pb2, reflection_pb2_grpc
 
@@ -137,3 +137,13 @@ def test_metrics_pass_promtool_and_count_requests(server, tmp_path):
     assert 'layerserve_requests_total{code="OK",method="Normalize"}' in text
     assert 'layerserve_request_duration_seconds_bucket{method="Normalize",le="+Inf"}' in text
     assert "layerserve_build_info{" in text
+
+
+@pytest.mark.parametrize("flag", ["--max-batch-rows=0", "--max-queue-size=0",
+                                  "--max-queue-delay-us=-1", "--max-gather-delay-us=-1",
+                                  "--kv-cache-dtype=float16"])
+def test_bad_batching_flags_exit_2_naming_the_flag(flag):
+    result = subprocess.run([SERVER, "--host=127.0.0.1", "--port=0", "--metrics-port=-1", flag],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert flag.split("=")[0] in result.stderr

@@ -116,6 +116,78 @@ TEST(BatchQueuesTest, FlushClosesEveryQueueRegardlessOfAge) {
   EXPECT_FALSE(queues.TakeClosed(kStart, true));
 }
 
+// A held key's queue neither closes nor sets the next close time until every hold
+// is released; other keys go on; a flush (shutdown) takes it anyway.
+TEST(BatchQueuesTest, HeldKeyWaitsUntilEveryHoldIsReleased) {
+  BatchQueues queues(Options(2, absl::Microseconds(10), 100));
+  queues.Hold("a");
+  queues.Hold("a");
+  ASSERT_TRUE(Add(queues, "a", 1, 1, kStart).ok());
+  ASSERT_TRUE(Add(queues, "a", 2, 1, kStart).ok());  // Full: would close at once.
+  ASSERT_TRUE(Add(queues, "b", 3, 1, kStart).ok());
+  EXPECT_EQ(queues.NextClose(), kStart + absl::Microseconds(10));  // b's, not a's.
+  std::optional<BatchQueues::Closed> closed = queues.TakeClosed(kStart + absl::Hours(1), false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(closed->key, "b");
+  EXPECT_EQ(queues.NextClose(), absl::InfiniteFuture());
+  EXPECT_FALSE(queues.TakeClosed(kStart + absl::Hours(1), false));
+  queues.Release("a", 1, kStart);
+  EXPECT_FALSE(queues.TakeClosed(kStart + absl::Hours(1), false));  // One hold left.
+  queues.Release("a", 1, kStart);
+  EXPECT_EQ(queues.NextClose(), absl::InfinitePast());
+  closed = queues.TakeClosed(kStart, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{1, 2}));
+
+  queues.Hold("c");
+  ASSERT_TRUE(Add(queues, "c", 4, 1, kStart).ok());
+  closed = queues.TakeClosed(kStart, true);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{4}));
+}
+
+// After a hold ends, the key's next batch waits for as many tasks as the held
+// batch had plus those that waited for it, or max_gather_delay after the release.
+TEST(BatchQueuesTest, NextBatchAfterAHoldGathersAsManyTasksOrWaitsTheGatherDelay) {
+  BatchOptions options = Options(100, absl::ZeroDuration(), 100);
+  options.max_gather_delay = absl::Milliseconds(2);
+  BatchQueues queues(options);
+  const absl::Time released = kStart + absl::Milliseconds(5);
+  queues.Hold("k");
+  ASSERT_TRUE(Add(queues, "k", 1, 1, kStart).ok());  // Waited for the held batch.
+  queues.Release("k", /*tasks=*/3, released);        // Expect 3 + 1 back.
+  EXPECT_EQ(queues.NextClose(), released + absl::Milliseconds(2));
+  EXPECT_FALSE(queues.TakeClosed(released, false));
+  ASSERT_TRUE(Add(queues, "k", 2, 1, released).ok());
+  ASSERT_TRUE(Add(queues, "k", 3, 1, released).ok());
+  EXPECT_FALSE(queues.TakeClosed(released, false));
+  ASSERT_TRUE(Add(queues, "k", 4, 1, released).ok());  // Four: closes at once.
+  std::optional<BatchQueues::Closed> closed = queues.TakeClosed(released, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{1, 2, 3, 4}));
+
+  // Once a batch was taken, the next one closes as usual.
+  ASSERT_TRUE(Add(queues, "k", 5, 1, released).ok());
+  EXPECT_TRUE(queues.TakeClosed(released, false));
+
+  // Fewer come back: the batch goes at the gather delay with what it has.
+  queues.Hold("k");
+  queues.Release("k", 2, released);
+  ASSERT_TRUE(Add(queues, "k", 6, 1, released).ok());
+  EXPECT_FALSE(queues.TakeClosed(released + absl::Microseconds(1999), false));
+  closed = queues.TakeClosed(released + absl::Milliseconds(2), false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{6}));
+
+  // A zero gather delay turns gathering off.
+  options.max_gather_delay = absl::ZeroDuration();
+  BatchQueues plain(options);
+  plain.Hold("k");
+  plain.Release("k", 5, released);
+  ASSERT_TRUE(Add(plain, "k", 7, 1, released).ok());
+  EXPECT_TRUE(plain.TakeClosed(released, false));
+}
+
 TEST(BatchQueuesTest, FullQueueRefusesAndKeepsTheTaskWithTheCaller) {
   BatchQueues queues(Options(100, absl::Hours(1), 2));
   ASSERT_TRUE(Add(queues, "a", 1, 1, kStart).ok());

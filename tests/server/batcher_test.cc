@@ -1,12 +1,18 @@
 // Batcher::TryRunInline: small tasks run on the caller's thread only when a worker
 // place is free and nothing waits in the queue, and compute never runs on more
-// threads than there are workers. Real threads; the waits are on latches the test
-// opens, never on time, except the bounded polls for "a worker has taken it".
+// threads than there are workers. Batcher::Run (kernels::ParallelFor): a running
+// batch shares a loop with idle workers, every index runs once, and the batch's key
+// is held meanwhile. Real threads; the waits are on latches the test opens, never
+// on time, except the bounded polls for "a worker has taken it".
 #include "server/batcher.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -131,6 +137,128 @@ TEST(BatcherInlineTest, StopWaitsForNothingAnInlineRunHolds) {
   std::unique_ptr<BatchTask> late = Task(&probe);
   EXPECT_FALSE(batcher->TryRunInline(late));
   EXPECT_EQ(probe.runs, 1);
+}
+
+// A task that runs `work` (which may call the batcher's Run) as its batch.
+class WorkTask : public BatchTask {
+ public:
+  explicit WorkTask(std::function<void()> work) : work_(std::move(work)) {}
+  int64_t rows() const override { return 1; }
+  void Run() { work_(); }
+
+ private:
+  std::function<void()> work_;
+};
+
+// Opens `latch` when it goes out of scope, if nothing did: declared after the
+// batcher, it frees a worker blocked on the latch before the batcher joins it, also
+// when an assertion ends the test early.
+struct OpenAtExit {
+  absl::Notification& latch;
+  ~OpenAtExit() {
+    if (!latch.HasBeenNotified()) latch.Notify();
+  }
+};
+
+Batcher<NoContext>::ProcessBatch RunWork() {
+  return [](NoContext&, Batch& batch) {
+    for (auto& task : batch) static_cast<WorkTask&>(*task).Run();
+  };
+}
+
+std::unique_ptr<BatchTask> Work(std::function<void()> work) {
+  return std::make_unique<WorkTask>(std::move(work));
+}
+
+TEST(BatcherSharedLoopTest, IdleWorkerHelpsAndEveryIndexRunsOnce) {
+  Batcher<NoContext> batcher(BatchOptions{}, 2, RunWork());
+  constexpr int64_t kN = 64;
+  std::vector<std::atomic<int>> calls(kN);
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  std::atomic<int> running{0}, most{0};
+  absl::Notification done;
+  std::unique_ptr<BatchTask> task = Work([&] {
+    batcher.Run(kN, [&](int64_t i) {
+      const int now = ++running;
+      int seen = most.load();
+      while (now > seen && !most.compare_exchange_weak(seen, now)) {
+      }
+      ++calls[i];
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        threads.insert(std::this_thread::get_id());
+      }
+      // Index 0 waits (bounded) for a second thread, so the helper gets to join.
+      if (i == 0) {
+        Eventually([&] {
+          std::lock_guard<std::mutex> lock(mu);
+          return threads.size() >= 2;
+        });
+      }
+      --running;
+    });
+    done.Notify();
+  });
+  ASSERT_TRUE(batcher.Schedule("k", task).ok());
+  done.WaitForNotification();
+  for (int64_t i = 0; i < kN; ++i) EXPECT_EQ(calls[i], 1) << i;
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(threads.size(), 2u);
+  EXPECT_LE(most, 2);  // Never more threads than workers.
+}
+
+TEST(BatcherSharedLoopTest, LoopRunsAloneWhenNoWorkerIsIdle) {
+  absl::Notification release, blocked;
+  Batcher<NoContext> batcher(BatchOptions{}, 2, RunWork());
+  OpenAtExit open{release};
+  // Worker 1 is busy until released.
+  std::unique_ptr<BatchTask> busy = Work([&] {
+    blocked.Notify();
+    release.WaitForNotification();
+  });
+  ASSERT_TRUE(batcher.Schedule("busy", busy).ok());
+  blocked.WaitForNotification();
+  // (std::mutex, not the absl::Notification: TSan sees only instrumented sync.)
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  absl::Notification done;
+  std::unique_ptr<BatchTask> task = Work([&] {
+    batcher.Run(16, [&](int64_t) {
+      std::lock_guard<std::mutex> lock(mu);
+      threads.insert(std::this_thread::get_id());
+    });
+    done.Notify();
+  });
+  ASSERT_TRUE(batcher.Schedule("k", task).ok());
+  done.WaitForNotification();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(threads.size(), 1u);
+}
+
+TEST(BatcherSharedLoopTest, KeyOfASharingBatchIsHeldUntilItEnds) {
+  Batcher<NoContext> batcher(BatchOptions{}, 2, RunWork());
+  absl::Notification in_loop, release;
+  OpenAtExit open{release};
+  std::atomic<int> same_key_runs{0}, other_key_runs{0};
+  // The batch shares a loop, then stays busy (its key is held until it ends).
+  std::unique_ptr<BatchTask> sharing = Work([&] {
+    batcher.Run(4, [](int64_t) {});
+    in_loop.Notify();
+    release.WaitForNotification();
+  });
+  ASSERT_TRUE(batcher.Schedule("k", sharing).ok());
+  in_loop.WaitForNotification();
+  // The other worker is idle, yet a task of the same key waits for the batch...
+  std::unique_ptr<BatchTask> same = Work([&] { ++same_key_runs; });
+  ASSERT_TRUE(batcher.Schedule("k", same).ok());
+  // ...while another key runs at once.
+  std::unique_ptr<BatchTask> other = Work([&] { ++other_key_runs; });
+  ASSERT_TRUE(batcher.Schedule("other", other).ok());
+  ASSERT_TRUE(Eventually([&] { return other_key_runs == 1; }));
+  EXPECT_EQ(same_key_runs, 0);
+  release.Notify();
+  ASSERT_TRUE(Eventually([&] { return same_key_runs == 1; }));
 }
 
 }  // namespace
