@@ -77,6 +77,15 @@ struct BlockBatch {
   int64_t cache_layer = 0;
 };
 
+// Sequences of at most this many tokens (decode steps) take the kernels made for
+// few rows: their linear layers run through LinearFewRows (1.2-1.9x faster than
+// oneDNN's matmul up to 32 rows, within 6% beyond), and with a cache they attend
+// over it in place (AttentionOverCache: 2-30x faster for one token; at 16 tokens
+// over a float32 cache oneDNN's matmuls win by ~2x; bench/kv_cache_attention_bench.cc).
+// Which kernel a row takes depends only on its own sequence, never on the batch, so
+// batching never changes a result.
+inline constexpr int64_t kShortSequenceTokens = 4;
+
 // One worker's contexts and buffers.
 struct BlockKernels {
   NormContext norm;

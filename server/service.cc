@@ -91,9 +91,13 @@ Overloaded(F...) -> Overloaded<F...>;
 std::string BatchKey(const NormalizeJob&) { return "Normalize"; }
 std::string BatchKey(const ActivateJob&) { return "Activate"; }
 std::string BatchKey(const PositionalEncodeJob&) { return "PositionalEncode"; }
+// Decode steps and longer sequences never share a kernel call (kernels/block.h
+// sends them to different ones), so they queue apart: a prefill runs beside the
+// decode batches, whose loops the workers share, instead of inside one.
 std::string BatchKey(const BlockForwardJob& job) {
   return absl::StrCat("BlockForward/", job.model->name, "/", job.layer_start, "/",
-                      job.num_layers, job.causal ? "/causal" : "/bidirectional");
+                      job.num_layers, job.causal ? "/causal" : "/bidirectional",
+                      job.tokens <= kernels::kShortSequenceTokens ? "/steps" : "/sequences");
 }
 
 int64_t BatchRows(const NormalizeJob& job) { return job.input.info.rows(); }
