@@ -79,17 +79,21 @@ class Checker {
     ++holds_[key].count;
   }
 
-  void Release(int key_index, int64_t tasks) {
+  void Release(int key_index, int64_t tasks, absl::Duration took) {
     const std::string key = absl::StrCat("key", key_index);
-    queues_.Release(key, tasks, now_);
+    queues_.Release(key, tasks, took, now_);
     auto it = holds_.find(key);
     if (it == holds_.end()) return;  // Not held: nothing happens.
     it->second.tasks += tasks;
+    it->second.took = std::max(it->second.took, took);
     if (--it->second.count > 0) return;
-    if (options_.max_gather_delay > absl::ZeroDuration()) {
+    // Half the longest held batch's time, at most max_gather_delay.
+    const absl::Duration wait = std::min(options_.max_gather_delay, it->second.took / 2);
+    if (wait > absl::ZeroDuration()) {
       auto queue = model_.find(key);
-      const int64_t waiting = queue == model_.end() ? 0 : static_cast<int64_t>(queue->second.size());
-      gathers_[key] = {it->second.tasks + waiting, now_ + options_.max_gather_delay};
+      const int64_t waiting =
+          queue == model_.end() ? 0 : static_cast<int64_t>(queue->second.size());
+      gathers_[key] = {it->second.tasks + waiting, now_ + wait};
     }
     holds_.erase(it);
   }
@@ -184,6 +188,7 @@ class Checker {
   struct ModelHolds {
     int count = 0;
     int64_t tasks = 0;
+    absl::Duration took;
   };
   std::map<std::string, ModelHolds> holds_;
   // Per key: close once this many tasks wait, or at this time.
@@ -229,7 +234,8 @@ Outcome FuzzBatchQueues(const uint8_t* data, size_t size) {
           checker.Hold((op >> 4) % 4);
           break;
         case 9:
-          checker.Release((op >> 4) % 4, 1 + bytes.Next() % 8);
+          checker.Release((op >> 4) % 4, 1 + bytes.Next() % 8,
+                          absl::Microseconds(bytes.Next()));
           break;
       }
     }

@@ -39,17 +39,19 @@ absl::Time BatchQueues::NextClose() const {
 
 void BatchQueues::Hold(const std::string& key) { ++holds_[key].count; }
 
-void BatchQueues::Release(const std::string& key, int64_t tasks, absl::Time now) {
+void BatchQueues::Release(const std::string& key, int64_t tasks, absl::Duration took,
+                          absl::Time now) {
   auto it = holds_.find(key);
   if (it == holds_.end()) return;
   it->second.tasks += tasks;
+  it->second.took = std::max(it->second.took, took);
   if (--it->second.count > 0) return;
   auto queue = queues_.find(key);
   const int64_t waiting =
       queue == queues_.end() ? 0 : static_cast<int64_t>(queue->second.tasks.size());
-  if (options_.max_gather_delay > absl::ZeroDuration()) {
-    gathers_[key] = {it->second.tasks + waiting, now + options_.max_gather_delay};
-  }
+  const absl::Duration wait =
+      std::min(options_.max_gather_delay, it->second.took * kGatherShareOfBatch);
+  if (wait > absl::ZeroDuration()) gathers_[key] = {it->second.tasks + waiting, now + wait};
   holds_.erase(it);
 }
 

@@ -199,6 +199,7 @@ class Batcher : public kernels::ParallelFor {
         RunningBatch batch{this, closed->key};
         const int64_t tasks = static_cast<int64_t>(closed->tasks.size());
         running_batch_ = &batch;
+        const absl::Time started = absl::Now();
         mu_.Unlock();
         process_(context, closed->tasks);
         mu_.Lock();
@@ -206,7 +207,8 @@ class Batcher : public kernels::ParallelFor {
         --running_;
         --busy_workers_;
         if (batch.holds) {
-          queues_.Release(batch.key, tasks, absl::Now());
+          const absl::Time now = absl::Now();
+          queues_.Release(batch.key, tasks, now - started, now);
           wake_.Signal();  // What waited for it may be closed now.
         }
         continue;

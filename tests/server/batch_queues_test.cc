@@ -131,9 +131,9 @@ TEST(BatchQueuesTest, HeldKeyWaitsUntilEveryHoldIsReleased) {
   EXPECT_EQ(closed->key, "b");
   EXPECT_EQ(queues.NextClose(), absl::InfiniteFuture());
   EXPECT_FALSE(queues.TakeClosed(kStart + absl::Hours(1), false));
-  queues.Release("a", 1, kStart);
+  queues.Release("a", 1, absl::Milliseconds(1), kStart);
   EXPECT_FALSE(queues.TakeClosed(kStart + absl::Hours(1), false));  // One hold left.
-  queues.Release("a", 1, kStart);
+  queues.Release("a", 1, absl::Milliseconds(1), kStart);
   EXPECT_EQ(queues.NextClose(), absl::InfinitePast());
   closed = queues.TakeClosed(kStart, false);
   ASSERT_TRUE(closed);
@@ -147,7 +147,8 @@ TEST(BatchQueuesTest, HeldKeyWaitsUntilEveryHoldIsReleased) {
 }
 
 // After a hold ends, the key's next batch waits for as many tasks as the held
-// batch had plus those that waited for it, or max_gather_delay after the release.
+// batch had plus those that waited for it, or half the held batch's time (at most
+// max_gather_delay) after the release.
 TEST(BatchQueuesTest, NextBatchAfterAHoldGathersAsManyTasksOrWaitsTheGatherDelay) {
   BatchOptions options = Options(100, absl::ZeroDuration(), 100);
   options.max_gather_delay = absl::Milliseconds(2);
@@ -155,7 +156,8 @@ TEST(BatchQueuesTest, NextBatchAfterAHoldGathersAsManyTasksOrWaitsTheGatherDelay
   const absl::Time released = kStart + absl::Milliseconds(5);
   queues.Hold("k");
   ASSERT_TRUE(Add(queues, "k", 1, 1, kStart).ok());  // Waited for the held batch.
-  queues.Release("k", /*tasks=*/3, released);        // Expect 3 + 1 back.
+  // Expect 3 + 1 back; the batch took 10 ms, so the wait is the 2 ms cap.
+  queues.Release("k", /*tasks=*/3, absl::Milliseconds(10), released);
   EXPECT_EQ(queues.NextClose(), released + absl::Milliseconds(2));
   EXPECT_FALSE(queues.TakeClosed(released, false));
   ASSERT_TRUE(Add(queues, "k", 2, 1, released).ok());
@@ -170,12 +172,16 @@ TEST(BatchQueuesTest, NextBatchAfterAHoldGathersAsManyTasksOrWaitsTheGatherDelay
   ASSERT_TRUE(Add(queues, "k", 5, 1, released).ok());
   EXPECT_TRUE(queues.TakeClosed(released, false));
 
-  // Fewer come back: the batch goes at the gather delay with what it has.
+  // Fewer come back: the batch goes with what it has after half the held batch's
+  // time (two holds: the longer batch counts), here under the cap.
   queues.Hold("k");
-  queues.Release("k", 2, released);
+  queues.Hold("k");
+  queues.Release("k", 1, absl::Microseconds(600), released);
+  queues.Release("k", 1, absl::Microseconds(800), released);
   ASSERT_TRUE(Add(queues, "k", 6, 1, released).ok());
-  EXPECT_FALSE(queues.TakeClosed(released + absl::Microseconds(1999), false));
-  closed = queues.TakeClosed(released + absl::Milliseconds(2), false);
+  EXPECT_EQ(queues.NextClose(), released + absl::Microseconds(400));
+  EXPECT_FALSE(queues.TakeClosed(released + absl::Microseconds(399), false));
+  closed = queues.TakeClosed(released + absl::Microseconds(400), false);
   ASSERT_TRUE(closed);
   EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{6}));
 
@@ -183,7 +189,7 @@ TEST(BatchQueuesTest, NextBatchAfterAHoldGathersAsManyTasksOrWaitsTheGatherDelay
   options.max_gather_delay = absl::ZeroDuration();
   BatchQueues plain(options);
   plain.Hold("k");
-  plain.Release("k", 5, released);
+  plain.Release("k", 5, absl::Milliseconds(10), released);
   ASSERT_TRUE(Add(plain, "k", 7, 1, released).ok());
   EXPECT_TRUE(plain.TakeClosed(released, false));
 }
