@@ -387,9 +387,10 @@ def test_request_over_max_batch_rows_runs_alone_and_batches_stay_under_it():
         blocker.result()
         for name in names:
             assert futures[name].result().hidden_states.data == alone[name], name
-        # First in, first out, no batch over 8 rows unless a request alone is:
-        # [nine] alone (9 > 8), [one_a, one_b] (eight would make 10), [eight], [one_c]:
-        # 4 batches of 5 requests and 20 rows, after the blocker's 1 of 4096.
-        assert batches() == (5 + 1 + 4, 5 + 1 + 5, 20 + 4096 + 20)
+        # First in, first out, no batch over 8 rows unless a request alone is. Decode-
+        # sized requests (at most 4 tokens) queue apart from longer ones: [nine] alone
+        # (9 > 8), [eight] (nine would make 17), and [one_a, one_b, one_c]: 3 batches
+        # of 5 requests and 20 rows, after the blocker's 1 of 4096.
+        assert batches() == (5 + 1 + 3, 5 + 1 + 5, 20 + 4096 + 20)
     finally:
         stop(server, channel)
