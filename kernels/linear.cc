@@ -161,17 +161,13 @@ void LinearFewRows(LinearContext& context, const LinearWeights& w, const float* 
   const int64_t blocks = (few.out + internal::kFewRowsBlockOut - 1) / internal::kFewRowsBlockOut;
   const int64_t per_chunk = (blocks + kChunks - 1) / kChunks;
   const int64_t chunks = (blocks + per_chunk - 1) / per_chunk;
-  auto range = [&](int64_t c, auto run) {
-    run(c * per_chunk, std::min(blocks, (c + 1) * per_chunk));
-  };
+  auto end_of = [&](int64_t c) { return std::min(blocks, (c + 1) * per_chunk); };
   LinearContext::Impl& impl = context.impl();
   if (few.bf16 && few.in % 2 == 0 && internal::FewRowsDpbf16Supported()) {
     internal::PackBfloat16Pairs(x, rows, few.in, impl.few_rows_pairs);
     const uint32_t* pairs = impl.few_rows_pairs.data();
     return RunParallel(parallel, chunks, [&](int64_t c) {
-      range(c, [&](int64_t begin, int64_t end) {
-        internal::LinearFewRowsDpbf16Blocks(few, pairs, rows, begin, end, y);
-      });
+      internal::LinearFewRowsDpbf16Blocks(few, pairs, rows, c * per_chunk, end_of(c), y);
     });
   }
   if (few.bf16) {
@@ -183,9 +179,7 @@ void LinearFewRows(LinearContext& context, const LinearWeights& w, const float* 
     x = impl.few_rows_rounded.data();
   }
   RunParallel(parallel, chunks, [&](int64_t c) {
-    range(c, [&](int64_t begin, int64_t end) {
-      internal::LinearFewRowsBlocks(few, x, rows, begin, end, y);
-    });
+    internal::LinearFewRowsBlocks(few, x, rows, c * per_chunk, end_of(c), y);
   });
 }
 
