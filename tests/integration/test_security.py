@@ -3,6 +3,7 @@ by openssl here (a CA, a server certificate for 127.0.0.1, client certificates f
 that CA and from another one), bearer tokens from a file (UNAUTHENTICATED without
 or with a wrong one, health exempt, reflection not), refusals before anything is
 computed or counted, clear start-up errors, and /metrics on its own address."""
+import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -296,12 +297,32 @@ def test_bad_access_control_flags_stop_the_server_with_a_clear_message(pki, tmp_
         assert (code, output) == (2, f"layerserve: {message}\n"), args
 
 
+def _hold_port(host, port):
+    """A socket bound (not listening) to host:port, so connections there are refused
+    and no other process can listen there; None if something already holds it."""
+    holder = socket.socket()
+    try:
+        holder.bind((host, port))
+        return holder
+    except OSError:
+        holder.close()
+        return None
+
+
 def test_metrics_listener_binds_its_own_address():
     # All of 127.0.0.0/8 is loopback on Linux: 127.0.0.2 stands for an internal
-    # interface, 127.0.0.1 for the public one.
-    server = ServerProcess("--metrics-host=127.0.0.2")
-    try:
+    # interface, 127.0.0.1 for the public one. The port the OS gave 127.0.0.2 may be
+    # in use on 127.0.0.1 by another process (tests run in parallel): then this
+    # takes another server.
+    for _ in range(5):
+        server = ServerProcess("--metrics-host=127.0.0.2")
         port = int(server.metrics_url.split(":")[2].split("/")[0])
+        holder = _hold_port("127.0.0.1", port)
+        if holder is not None:
+            break
+        assert server.stop() == 0, server.output()
+    assert holder is not None, "127.0.0.1 had every port the metrics listener got"
+    try:
         assert server.metrics_url == f"http://127.0.0.2:{port}/metrics"
         with grpc.insecure_channel(server.target) as channel:
             normalize(channel)
@@ -313,4 +334,5 @@ def test_metrics_listener_binds_its_own_address():
         with grpc.insecure_channel(f"127.0.0.2:{grpc_port}") as channel:
             assert refused(channel)[0] == grpc.StatusCode.UNAVAILABLE
     finally:
+        holder.close()
         assert server.stop() == 0, server.output()
