@@ -47,70 +47,154 @@ const void* Advance(const void* p, int64_t elements) {
 // Vectors across one 64-token row of a transposed key block.
 constexpr int64_t kRowVecs = kKvBlockTokens / static_cast<int64_t>(hn::MaxLanes(D()));
 
+// Query heads of one KV group that share each key or value vector loaded (and
+// converted from bfloat16): GQA models have 4 to 8 query heads per KV head, and
+// one load per head made both passes four times the loads they need. Four rows of
+// sums (16 accumulators) fit AVX-512's 32 registers; narrower targets keep one.
+constexpr int64_t kGroupRows = kRowVecs <= 4 ? 4 : 1;
+
+// Scores of `kRows` query rows q[r] (same KV group) against the n keys of one
+// transposed key block k, into out[r][0, n).
+template <bool kBf16, int64_t kRows>
+void ScoreRows(const void* k, int64_t dh, int64_t n, const float* const* q,
+               float* const* out) {
+  const D d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  V acc[kRows][kRowVecs];
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t c = 0; c < kRowVecs; ++c) acc[r][c] = hn::Zero(d);
+  }
+  if constexpr (kRows == 1) {
+    // Even and odd dimensions in separate sums: two independent chains per vector
+    // hide the FMA latency (several rows already give enough chains).
+    V odd[kRowVecs];
+    for (int64_t c = 0; c < kRowVecs; ++c) odd[c] = hn::Zero(d);
+    const float* q0 = q[0];
+    int64_t i = 0;
+    for (; i + 2 <= dh; i += 2) {
+      const V even_q = hn::Set(d, q0[i]), odd_q = hn::Set(d, q0[i + 1]);
+      for (int64_t c = 0; c < kRowVecs; ++c) {
+        acc[0][c] =
+            hn::MulAdd(even_q, LoadAt<kBf16>(k, i * kKvBlockTokens + c * lanes), acc[0][c]);
+        odd[c] =
+            hn::MulAdd(odd_q, LoadAt<kBf16>(k, (i + 1) * kKvBlockTokens + c * lanes), odd[c]);
+      }
+    }
+    for (; i < dh; ++i) {
+      const V qi = hn::Set(d, q0[i]);
+      for (int64_t c = 0; c < kRowVecs; ++c) {
+        acc[0][c] = hn::MulAdd(qi, LoadAt<kBf16>(k, i * kKvBlockTokens + c * lanes), acc[0][c]);
+      }
+    }
+    for (int64_t c = 0; c < kRowVecs; ++c) acc[0][c] = hn::Add(acc[0][c], odd[c]);
+  } else {
+    for (int64_t i = 0; i < dh; ++i) {
+      V qi[kRows];
+      for (int64_t r = 0; r < kRows; ++r) qi[r] = hn::Set(d, q[r][i]);
+      for (int64_t c = 0; c < kRowVecs; ++c) {
+        const V key = LoadAt<kBf16>(k, i * kKvBlockTokens + c * lanes);
+        for (int64_t r = 0; r < kRows; ++r) acc[r][c] = hn::MulAdd(qi[r], key, acc[r][c]);
+      }
+    }
+  }
+  for (int64_t r = 0; r < kRows; ++r) {
+    if (n == kKvBlockTokens) {
+      for (int64_t c = 0; c < kRowVecs; ++c) hn::StoreU(acc[r][c], d, out[r] + c * lanes);
+    } else {  // The last block: the row ends inside it.
+      HWY_ALIGN float row[kKvBlockTokens];
+      for (int64_t c = 0; c < kRowVecs; ++c) hn::Store(acc[r][c], d, row + c * lanes);
+      std::copy(row, row + n, out[r]);
+    }
+  }
+}
+
+// Calls f(first, count) for the query heads of KV group g in runs of at most
+// kGroupRows.
+template <typename F>
+void ForGroupRuns(int64_t g, int64_t group, F f) {
+  for (int64_t h = g * group; h < (g + 1) * group; h += kGroupRows) {
+    f(h, std::min(kGroupRows, (g + 1) * group - h));
+  }
+}
+
 // scores[(h * tokens + t) * keys + j] = q[t, h] . k[j, h's group] for every j below
 // query t's limit (up to the end of its 64-token block too, which the softmax
-// ignores). Each head's rows of a key block are read once, in address order: a
+// ignores). Each group's rows of a key block are read once, in address order: a
 // decode step reads the cache from memory, and a sequential stream reads it twice
 // as fast as the strided one of a loop over tokens first.
 template <bool kBf16>
 void Scores(const AttentionArgs& a, const KvCache& cache, int64_t layer, int64_t used,
             float* scores) {
-  const D d;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t group = a.q_heads / a.kv_heads, dh = a.head_dim;
   for (int64_t j0 = 0; j0 < used; j0 += kKvBlockTokens) {
     const void* block = cache.KeyBlock(layer, j0 / kKvBlockTokens);
     const int64_t n = std::min(kKvBlockTokens, used - j0);
-    for (int64_t h = 0; h < a.q_heads; ++h) {
-      // Row i of this head's keys is dimension i of kKvBlockTokens keys.
-      const void* k = Advance<kBf16>(block, (h / group) * dh * kKvBlockTokens);
+    for (int64_t g = 0; g < a.kv_heads; ++g) {
+      // Row i of this group's keys is dimension i of kKvBlockTokens keys.
+      const void* k = Advance<kBf16>(block, g * dh * kKvBlockTokens);
       for (int64_t t = 0; t < a.tokens; ++t) {
         if (j0 >= a.key_limits[t]) continue;
-        const float* q = a.q + t * a.q_stride + h * dh;
-        // Even and odd dimensions in separate sums: two independent chains per
-        // vector hide the FMA latency.
-        V acc[kRowVecs], odd[kRowVecs];
-        for (int64_t c = 0; c < kRowVecs; ++c) acc[c] = odd[c] = hn::Zero(d);
-        int64_t i = 0;
-        for (; i + 2 <= dh; i += 2) {
-          const V q0 = hn::Set(d, q[i]), q1 = hn::Set(d, q[i + 1]);
-          for (int64_t c = 0; c < kRowVecs; ++c) {
-            acc[c] = hn::MulAdd(q0, LoadAt<kBf16>(k, i * kKvBlockTokens + c * lanes), acc[c]);
-            odd[c] = hn::MulAdd(q1, LoadAt<kBf16>(k, (i + 1) * kKvBlockTokens + c * lanes),
-                                odd[c]);
+        ForGroupRuns(g, group, [&](int64_t h0, int64_t rows) {
+          const float* q[kGroupRows];
+          float* out[kGroupRows];
+          for (int64_t r = 0; r < rows; ++r) {
+            q[r] = a.q + t * a.q_stride + (h0 + r) * dh;
+            out[r] = scores + ((h0 + r) * a.tokens + t) * a.keys + j0;
           }
-        }
-        for (; i < dh; ++i) {
-          const V qi = hn::Set(d, q[i]);
-          for (int64_t c = 0; c < kRowVecs; ++c) {
-            acc[c] = hn::MulAdd(qi, LoadAt<kBf16>(k, i * kKvBlockTokens + c * lanes), acc[c]);
+          switch (rows) {
+            case 4: ScoreRows<kBf16, 4>(k, dh, n, q, out); break;
+            case 3: ScoreRows<kBf16, 3>(k, dh, n, q, out); break;
+            case 2: ScoreRows<kBf16, 2>(k, dh, n, q, out); break;
+            default: ScoreRows<kBf16, 1>(k, dh, n, q, out); break;
           }
-        }
-        for (int64_t c = 0; c < kRowVecs; ++c) acc[c] = hn::Add(acc[c], odd[c]);
-        float* out = scores + (h * a.tokens + t) * a.keys + j0;
-        if (n == kKvBlockTokens) {
-          for (int64_t c = 0; c < kRowVecs; ++c) hn::StoreU(acc[c], d, out + c * lanes);
-        } else {  // The last block: the row ends inside it.
-          HWY_ALIGN float row[kKvBlockTokens];
-          for (int64_t c = 0; c < kRowVecs; ++c) hn::Store(acc[c], d, row + c * lanes);
-          std::copy(row, row + n, out);
-        }
+        });
       }
     }
   }
 }
 
-// out[t, h] = sum over j below query t's limit of p[h, t, j] * v[j, h's group], in
-// order of j. A value block holds each head's rows together, so every head's share
-// is one sequential stream (the cache comes from memory), and up to four vectors of
-// a head's sums stay in registers across the block's rows.
-template <bool kBf16>
-void Mix(const AttentionArgs& a, const KvCache& cache, int64_t layer, const float* p) {
+// out[r] += sum over j < n of weights[r][j] * v[j] for `kRows` query rows of one
+// KV group, v being that group's rows of one value block (row j at element j * dh).
+// Each row's sums run in order of j whatever kRows is, so the bits do not depend on
+// how a group's heads are split into runs.
+template <bool kBf16, int64_t kRows>
+void MixRows(const void* v, int64_t dh, int64_t n, const float* const* weights,
+             float* const* out) {
   const D d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t group = a.q_heads / a.kv_heads, dh = a.head_dim;
   const int64_t vectors = dh / lanes;  // Head dims in whole vectors.
-  constexpr int64_t kChunk = 4;        // Vectors of sums in registers at once.
+  constexpr int64_t kChunk = 4;        // Vectors of each row's sums in registers.
+  for (int64_t c0 = 0; c0 < vectors; c0 += kChunk) {
+    const int64_t count = std::min(kChunk, vectors - c0);
+    V acc[kRows][kChunk];
+    for (int64_t r = 0; r < kRows; ++r) {
+      for (int64_t c = 0; c < count; ++c) acc[r][c] = hn::LoadU(d, out[r] + (c0 + c) * lanes);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      V w[kRows];
+      for (int64_t r = 0; r < kRows; ++r) w[r] = hn::Set(d, weights[r][j]);
+      for (int64_t c = 0; c < count; ++c) {
+        const V value = LoadAt<kBf16>(v, j * dh + (c0 + c) * lanes);
+        for (int64_t r = 0; r < kRows; ++r) acc[r][c] = hn::MulAdd(w[r], value, acc[r][c]);
+      }
+    }
+    for (int64_t r = 0; r < kRows; ++r) {
+      for (int64_t c = 0; c < count; ++c) hn::StoreU(acc[r][c], d, out[r] + (c0 + c) * lanes);
+    }
+  }
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t c = vectors * lanes; c < dh; ++c) {  // Dims that fill no vector.
+      for (int64_t j = 0; j < n; ++j) out[r][c] += weights[r][j] * ValueAt<kBf16>(v, j * dh + c);
+    }
+  }
+}
+
+// out[t, h] = sum over j below query t's limit of p[h, t, j] * v[j, h's group], in
+// order of j. A value block holds each group's rows together, so every group's
+// share is one sequential stream (the cache comes from memory).
+template <bool kBf16>
+void Mix(const AttentionArgs& a, const KvCache& cache, int64_t layer, const float* p) {
+  const int64_t group = a.q_heads / a.kv_heads, dh = a.head_dim;
   for (int64_t t = 0; t < a.tokens; ++t) {
     float* out = a.out + t * a.out_stride;
     std::fill(out, out + a.q_heads * dh, 0.0f);
@@ -118,26 +202,22 @@ void Mix(const AttentionArgs& a, const KvCache& cache, int64_t layer, const floa
     for (int64_t j0 = 0; j0 < limit; j0 += kKvBlockTokens) {
       const void* block = cache.ValueBlock(layer, j0 / kKvBlockTokens);
       const int64_t n = std::min(kKvBlockTokens, limit - j0);
-      for (int64_t h = 0; h < a.q_heads; ++h) {
-        const float* weights = p + (h * a.tokens + t) * a.keys + j0;
-        // Row r of this head's values in the block: element r * dh.
-        const void* v = Advance<kBf16>(block, (h / group) * kKvBlockTokens * dh);
-        float* oh = out + h * dh;
-        for (int64_t c0 = 0; c0 < vectors; c0 += kChunk) {
-          const int64_t count = std::min(kChunk, vectors - c0);
-          V acc[kChunk];
-          for (int64_t c = 0; c < count; ++c) acc[c] = hn::LoadU(d, oh + (c0 + c) * lanes);
-          for (int64_t r = 0; r < n; ++r) {
-            const V w = hn::Set(d, weights[r]);
-            for (int64_t c = 0; c < count; ++c) {
-              acc[c] = hn::MulAdd(w, LoadAt<kBf16>(v, r * dh + (c0 + c) * lanes), acc[c]);
-            }
+      for (int64_t g = 0; g < a.kv_heads; ++g) {
+        const void* v = Advance<kBf16>(block, g * kKvBlockTokens * dh);
+        ForGroupRuns(g, group, [&](int64_t h0, int64_t rows) {
+          const float* weights[kGroupRows];
+          float* sums[kGroupRows];
+          for (int64_t r = 0; r < rows; ++r) {
+            weights[r] = p + ((h0 + r) * a.tokens + t) * a.keys + j0;
+            sums[r] = out + (h0 + r) * dh;
           }
-          for (int64_t c = 0; c < count; ++c) hn::StoreU(acc[c], d, oh + (c0 + c) * lanes);
-        }
-        for (int64_t c = vectors * lanes; c < dh; ++c) {  // Dims that fill no vector.
-          for (int64_t r = 0; r < n; ++r) oh[c] += weights[r] * ValueAt<kBf16>(v, r * dh + c);
-        }
+          switch (rows) {
+            case 4: MixRows<kBf16, 4>(v, dh, n, weights, sums); break;
+            case 3: MixRows<kBf16, 3>(v, dh, n, weights, sums); break;
+            case 2: MixRows<kBf16, 2>(v, dh, n, weights, sums); break;
+            default: MixRows<kBf16, 1>(v, dh, n, weights, sums); break;
+          }
+        });
       }
     }
   }

@@ -1,5 +1,6 @@
 // AttentionOverCache (Highway, reading the cache's blocks in place) against its twin:
-// AttentionReference (double precision) over the rows KvCache::Read() gathers. GQA,
+// AttentionReference (double precision) over the rows KvCache::Read() gathers. GQA
+// groups of 1 to 8 query heads (run 4 at a time, with remainders),
 // head dims 1 to 128, caches crossing block boundaries, float32 and bfloat16 blocks,
 // padded queries, extreme magnitudes, NaN and Inf.
 #include "kernels/kv_cache_attention.h"
@@ -117,7 +118,8 @@ TEST(KvCacheAttentionTest, MatchesReferenceOverOddShapesAndBlockBoundaries) {
   const Case cases[] = {
       {1, 1, 1, 0, 1},     {1, 1, 7, 5, 1},     {8, 2, 64, 63, 1},  {8, 2, 64, 64, 1},
       {8, 2, 64, 65, 1},   {12, 12, 64, 200, 1}, {6, 3, 128, 130, 3}, {4, 1, 7, 1, 16},
-      {8, 2, 64, 127, 16}, {2, 2, 33, 300, 5},
+      {8, 2, 64, 127, 16}, {2, 2, 33, 300, 5},  {10, 2, 64, 70, 1}, {8, 1, 48, 65, 2},
+      {3, 1, 17, 64, 1},   {6, 1, 64, 129, 1},
   };
   for (const Case& c : cases) {
     for (KvCacheType type : {KvCacheType::kFloat32, KvCacheType::kBfloat16}) {
