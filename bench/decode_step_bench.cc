@@ -1,7 +1,9 @@
 // One decode step of S KV-cache sessions as the server runs it: one batch of S
-// one-token sequences through 4 Llama blocks of the 768-hidden configuration
-// (bfloat16 weights, 75 MB: read from memory each step, as in serving), each
-// session attending over its own cache of 256 earlier tokens (bfloat16). On one
+// one-token sequences through 4 Llama blocks, each session attending over its own
+// cache of 256 earlier tokens (bfloat16). Two models: the 768-hidden configuration
+// (bfloat16 weights, 75 MB: read from memory each step, as in serving) and the
+// built-in demo model's shapes (hidden 512, 8 query heads sharing 2 KV heads,
+// 23 MB: they stay in L3). On one
 // thread, and on two: the calling thread plus an idle worker of the server's own
 // Batcher helping through kernels::ParallelFor (server/batcher.h), the path a
 // decode batch takes when the other worker has nothing queued.
@@ -28,13 +30,15 @@ using kernels::BlockWeights;
 
 constexpr int64_t kLayers = 4, kCached = 256;
 
-BlockConfig Config() {
+enum Model { kLlama768, kDemo };
+
+BlockConfig Config(Model model) {
   BlockConfig c;
-  c.hidden_size = 768;
-  c.num_heads = 12;
-  c.num_kv_heads = 12;
+  c.hidden_size = model == kDemo ? 512 : 768;
+  c.num_heads = model == kDemo ? 8 : 12;
+  c.num_kv_heads = model == kDemo ? 2 : 12;
   c.head_dim = 64;
-  c.intermediate_size = 3072;
+  c.intermediate_size = model == kDemo ? 1408 : 3072;
   c.rotary_dim = 64;
   c.attention_scale = 0.125f;
   return c;
@@ -47,38 +51,43 @@ std::vector<float> Random(int64_t n, std::mt19937& rng) {
   return v;
 }
 
-const std::vector<BlockWeights>& Layers() {
-  static const std::vector<BlockWeights> layers = [] {
-    const BlockConfig c = Config();
-    std::mt19937 rng(1);
-    std::vector<BlockWeights> out(kLayers);
-    const int64_t d = c.hidden_size, f = c.intermediate_size;
-    auto linear = [&](int64_t o, int64_t i) {
-      const std::vector<float> w = Random(o * i, rng);
-      return std::make_unique<kernels::LinearWeights>(w.data(), o, i, false, nullptr,
-                                                      kernels::WeightType::kBfloat16);
-    };
-    for (BlockWeights& w : out) {
-      w.attn_norm_weight.assign(d, 1.0f);
-      w.mlp_norm_weight.assign(d, 1.0f);
-      w.qkv = linear(3 * d, d);
-      w.output = linear(d, d);
-      w.up = linear(2 * f, d);
-      w.down = linear(d, f);
-    }
-    return out;
-  }();
-  return layers;
+std::vector<BlockWeights> MakeLayers(Model model) {
+  const BlockConfig c = Config(model);
+  std::mt19937 rng(1);
+  std::vector<BlockWeights> out(kLayers);
+  const int64_t d = c.hidden_size, f = c.intermediate_size;
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  auto linear = [&](int64_t o, int64_t i) {
+    const std::vector<float> w = Random(o * i, rng);
+    return std::make_unique<kernels::LinearWeights>(w.data(), o, i, false, nullptr,
+                                                    kernels::WeightType::kBfloat16);
+  };
+  for (BlockWeights& w : out) {
+    w.attn_norm_weight.assign(d, 1.0f);
+    w.mlp_norm_weight.assign(d, 1.0f);
+    w.qkv = linear(q + 2 * kv, d);
+    w.output = linear(d, q);
+    w.up = linear(2 * f, d);
+    w.down = linear(d, f);
+  }
+  return out;
+}
+
+const std::vector<BlockWeights>& Layers(Model model) {
+  static const std::vector<BlockWeights> llama768 = MakeLayers(kLlama768);
+  static const std::vector<BlockWeights> demo = MakeLayers(kDemo);
+  return model == kDemo ? demo : llama768;
 }
 
 struct NoContext {};
 
 void BM_DecodeStep(benchmark::State& state) {
   omp_set_num_threads(1);
-  const int64_t sessions = state.range(0);
-  const bool two_threads = state.range(1) != 0;
-  const BlockConfig c = Config();
-  const std::vector<BlockWeights>& layers = Layers();
+  const Model model = state.range(0) != 0 ? kDemo : kLlama768;
+  const int64_t sessions = state.range(1);
+  const bool two_threads = state.range(2) != 0;
+  const BlockConfig c = Config(model);
+  const std::vector<BlockWeights>& layers = Layers(model);
   std::mt19937 rng(2);
   const int64_t width = c.num_kv_heads * c.head_dim;
   std::vector<std::unique_ptr<kernels::KvCache>> caches;
@@ -128,8 +137,8 @@ void BM_DecodeStep(benchmark::State& state) {
 }
 
 BENCHMARK(BM_DecodeStep)
-    ->ArgsProduct({{1, 8, 32}, {0, 1}})
-    ->ArgNames({"sessions", "two_threads"})
+    ->ArgsProduct({{kLlama768, kDemo}, {1, 8, 32}, {0, 1}})
+    ->ArgNames({"demo", "sessions", "two_threads"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
