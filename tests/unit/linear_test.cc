@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -268,6 +269,47 @@ TEST(LinearFewRowsTest, BothBfloat16PathsMatchReference) {
       if (has_dot) {
         ASSERT_LE(std::fabs(dot[i] - want[i]), bound) << "rows " << rows << " at " << i;
       }
+    }
+  }
+}
+
+// The dot-product path's packing converts sixteen values at a time: each word must
+// be the scalar Float32ToBfloat16's, including ties, subnormals, NaN payloads, Inf,
+// overflow to Inf and the scalar tail of a row.
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+TEST(LinearFewRowsTest, PackedPairsAreTheScalarConversion) {
+  // Only CPUs with AVX512_BF16 run the packing (LinearFewRows checks first).
+  if (!internal::FewRowsDpbf16Supported()) return;
+  const float specials[] = {0.0f, -0.0f, 1.0f, 1.00390625f /* tie, even */,
+                            1.01171875f /* tie, odd */, 0x1p-149f, -0x1p-130f,
+                            0x1.fffffep-127f /* rounds up to the smallest normal */,
+                            3.3895313e38f /* overflows to Inf */,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            FromBits(0x7F800001u) /* signalling NaN */,
+                            FromBits(0xFFC12345u)};
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int64_t in : {2, 16, 18, 46, 4098}) {
+    const int64_t rows = 3;
+    std::vector<float> x(rows * in);
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = i % 3 == 0 ? specials[(i / 3) % std::size(specials)]
+                        : FromBits(bits(rng));
+    }
+    std::vector<uint32_t> pairs;
+    internal::PackBfloat16Pairs(x.data(), rows, in, pairs);
+    ASSERT_EQ(pairs.size(), static_cast<size_t>(rows * in / 2));
+    for (int64_t i = 0; i < rows * in; ++i) {
+      const uint32_t word = pairs[i / 2];
+      const uint16_t got = static_cast<uint16_t>(i % 2 == 0 ? word : word >> 16);
+      ASSERT_EQ(got, Float32ToBfloat16(x[i])) << "in " << in << " at " << i;
     }
   }
 }
