@@ -79,17 +79,19 @@ class Checker {
     ++holds_[key].count;
   }
 
-  void Release(int key_index, int64_t tasks, absl::Duration took) {
+  void Release(int key_index, int64_t tasks, absl::Duration took, bool gather) {
     const std::string key = absl::StrCat("key", key_index);
-    queues_.Release(key, tasks, took, now_);
+    queues_.Release(key, tasks, took, now_, gather);
     auto it = holds_.find(key);
     if (it == holds_.end()) return;  // Not held: nothing happens.
     it->second.tasks += tasks;
     it->second.took = std::max(it->second.took, took);
+    it->second.gather = it->second.gather || gather;
     if (--it->second.count > 0) return;
-    // Half the longest held batch's time, at most max_gather_delay.
+    // If any held batch asked: half the longest one's time, at most
+    // max_gather_delay.
     const absl::Duration wait = std::min(options_.max_gather_delay, it->second.took / 2);
-    if (wait > absl::ZeroDuration()) {
+    if (it->second.gather && wait > absl::ZeroDuration()) {
       auto queue = model_.find(key);
       const int64_t waiting =
           queue == model_.end() ? 0 : static_cast<int64_t>(queue->second.size());
@@ -189,6 +191,7 @@ class Checker {
     int count = 0;
     int64_t tasks = 0;
     absl::Duration took;
+    bool gather = false;
   };
   std::map<std::string, ModelHolds> holds_;
   // Per key: close once this many tasks wait, or at this time.
@@ -235,7 +238,7 @@ Outcome FuzzBatchQueues(const uint8_t* data, size_t size) {
           break;
         case 9:
           checker.Release((op >> 4) % 4, 1 + bytes.Next() % 8,
-                          absl::Microseconds(bytes.Next()));
+                          absl::Microseconds(bytes.Next()), /*gather=*/(op >> 6) != 0);
           break;
       }
     }

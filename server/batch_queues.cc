@@ -40,18 +40,19 @@ absl::Time BatchQueues::NextClose() const {
 void BatchQueues::Hold(const std::string& key) { ++holds_[key].count; }
 
 void BatchQueues::Release(const std::string& key, int64_t tasks, absl::Duration took,
-                          absl::Time now) {
+                          absl::Time now, bool gather) {
   auto it = holds_.find(key);
   if (it == holds_.end()) return;
   it->second.tasks += tasks;
   it->second.took = std::max(it->second.took, took);
+  it->second.gather = it->second.gather || gather;
   if (--it->second.count > 0) return;
   auto queue = queues_.find(key);
   const int64_t waiting =
       queue == queues_.end() ? 0 : static_cast<int64_t>(queue->second.tasks.size());
   const absl::Duration wait =
       std::min(options_.max_gather_delay, it->second.took * kGatherShareOfBatch);
-  if (wait > absl::ZeroDuration()) gathers_[key] = {it->second.tasks + waiting, now + wait};
+  if (it->second.gather && wait > absl::ZeroDuration()) gathers_[key] = {it->second.tasks + waiting, now + wait};
   holds_.erase(it);
 }
 

@@ -13,14 +13,16 @@
 // so one batch of all the steps on every worker beats two batches side by side):
 // - While a key is held its queue does not close: what arrives waits for the held
 //   batch instead of running beside it and reading the same weights again.
-// - When the last hold ends, the key's next batch gathers: it closes once it has as
-//   many tasks as the held batches had plus those that waited for them, or, after
-//   the release, half the longest held batch's time (at most max_gather_delay),
-//   whichever comes first (or when full). Clients that send their next step as
-//   soon as they are answered (a decode loop) then come back into one batch instead
-//   of splitting into groups that take turns; when fewer come back, the wait costs
-//   at most a third of the time. (Measured on the demo model, small enough for the
-//   L3 cache, a wait as long as 2 ms cost 15% at 8 sessions from a C++ client.)
+// - When the last hold ends, the key's next batch gathers if the held tasks say so
+//   (BatchTask::gathers()): it closes once it has as many tasks as the held
+//   batches had plus those that waited for them, or, after the release, half the
+//   longest held batch's time (at most max_gather_delay), whichever comes first
+//   (or when full). Clients that send their next step as soon as they are answered
+//   (a decode loop) then come back into one batch instead of splitting into groups
+//   that take turns; when fewer come back, the wait costs at most a third of the
+//   time. Only work whose every batch streams a large fixed cost (weights too big
+//   for the cache) gains: for the demo model, whose weights stay in L3, any wait
+//   cost 7-25% at 8 and 32 sessions, and is not asked for.
 // A flush takes held and gathering queues like any other.
 #ifndef LAYERSERVE_SERVER_BATCH_QUEUES_H_
 #define LAYERSERVE_SERVER_BATCH_QUEUES_H_
@@ -49,6 +51,10 @@ class BatchTask {
   virtual int64_t rows() const = 0;
   // When Schedule() accepted it.
   absl::Time enqueued() const { return enqueued_; }
+  // Whether, after a held batch of this task's key, the next batch should gather
+  // (see above): true for work whose batches each pay a cost that does not grow
+  // with their size, such as reading weights from memory.
+  virtual bool gathers() const { return false; }
 
  private:
   friend class BatchQueues;
@@ -97,8 +103,9 @@ class BatchQueues {
   // Holds `key`'s queue until a Release for every Hold.
   void Hold(const std::string& key);
   // Ends one hold of `key`, whose batch of `tasks` tasks took `took` and finished
-  // at `now`.
-  void Release(const std::string& key, int64_t tasks, absl::Duration took, absl::Time now);
+  // at `now`; when it ends the last hold, the next batch gathers if `gather`.
+  void Release(const std::string& key, int64_t tasks, absl::Duration took, absl::Time now,
+               bool gather);
 
  private:
   struct Queue {
@@ -109,6 +116,7 @@ class BatchQueues {
     int count = 0;
     int64_t tasks = 0;  // In the held batches released so far.
     absl::Duration took;  // The longest of them.
+    bool gather = false;  // Whether any of them asked to gather.
   };
   // A gathering batch waits at most this share of the held batch's time.
   static constexpr double kGatherShareOfBatch = 0.5;

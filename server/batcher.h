@@ -16,9 +16,9 @@
 // and one batch on both cores reads them once where two batches, one per core, read
 // them twice. A worker takes a closed batch before it helps, but while a batch
 // shares loops the queue of its key is held (BatchQueues::Hold): what arrives
-// meanwhile waits for it, and the next batch gathers what comes back
-// (BatchOptions::max_gather_delay), so sessions stepping together run as one batch
-// on all the workers.
+// meanwhile waits for it, and, if its tasks ask to (BatchTask::gathers()), the
+// next batch gathers what comes back (BatchOptions::max_gather_delay), so sessions
+// stepping together run as one batch on all the workers.
 #ifndef LAYERSERVE_SERVER_BATCHER_H_
 #define LAYERSERVE_SERVER_BATCHER_H_
 
@@ -198,6 +198,8 @@ class Batcher : public kernels::ParallelFor {
         if (queues_.size() > 0) wake_.Signal();
         RunningBatch batch{this, closed->key};
         const int64_t tasks = static_cast<int64_t>(closed->tasks.size());
+        // Asked now: process_ answers the tasks, and may destroy them.
+        const bool gather = closed->tasks.front()->gathers();
         running_batch_ = &batch;
         const absl::Time started = absl::Now();
         mu_.Unlock();
@@ -208,7 +210,7 @@ class Batcher : public kernels::ParallelFor {
         --busy_workers_;
         if (batch.holds) {
           const absl::Time now = absl::Now();
-          queues_.Release(batch.key, tasks, now - started, now);
+          queues_.Release(batch.key, tasks, now - started, now, gather);
           wake_.Signal();  // What waited for it may be closed now.
         }
         continue;

@@ -64,7 +64,8 @@ ABSL_FLAG(int64_t, max_gather_delay_us, 2000,
           "After a batch whose loops idle workers shared (decode steps of KV-cache "
           "sessions), the next batch of its kind waits for as many requests as that "
           "batch and its waiters held, for at most half that batch's time and at most "
-          "this long, so sessions stepping together run as one batch. 0: no wait.");
+          "this long, so sessions stepping together run as one batch. Only for models "
+          "whose layers' weights outgrow the CPU's last-level cache. 0: no wait.");
 ABSL_FLAG(int64_t, max_queue_size, 1024,
           "Requests that may wait in the queues; more get RESOURCE_EXHAUSTED at once.");
 ABSL_FLAG(int64_t, max_request_elements, int64_t{1} << 26,

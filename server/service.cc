@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "server/activate.h"
 #include "server/block_forward.h"
+#include "server/cpu_cache.h"
 #include "server/grpc_status.h"
 #include "server/normalize.h"
 #include "server/positional_encode.h"
@@ -154,6 +155,25 @@ kernels::ElementType OutputType(const PositionalEncodeJob& job) {
   return std::visit([](const auto& j) { return j.output_type; }, job);
 }
 
+// Whether the batch after a held batch of this job's key gathers
+// (BatchTask::gathers()): only if each batch streams the layer range's weights
+// from memory, that is when they outgrow the last-level cache (or its size is
+// unknown). Weights that stay in the cache cost a batch little, and a wait for
+// more steps cost the demo model (23 MB of bfloat16 in a 32 MB L3) 7-25% at 8 and
+// 32 sessions (docs/BENCHMARKS.md).
+template <typename Job>
+bool Gathers(const Job&) {
+  return false;
+}
+bool Gathers(const BlockForwardJob& job) {
+  const int64_t cache = LastLevelCacheBytes();
+  int64_t bytes = 0;
+  for (int64_t l = job.layer_start; l < job.layer_start + job.num_layers; ++l) {
+    bytes += job.model->blocks[l].bytes();
+  }
+  return cache == 0 || bytes > cache;
+}
+
 // Ends what a job holds beyond its answer (a session lease) before the call is
 // answered, so the client's next call on the session finds it free.
 template <typename Job>
@@ -188,9 +208,11 @@ class JobTask final : public ServedTask {
         job_(std::move(job)),
         response_(response),
         rows_(BatchRows(job_)),
+        gathers_(Gathers(job_)),
         max_response_bytes_(max_response_bytes) {}
 
   int64_t rows() const override { return rows_; }
+  bool gathers() const override { return gathers_; }
 
   void RunBatch(WorkerContext& worker, Batch& batch, Metrics& metrics) override {
     const absl::Time start = absl::Now();
@@ -269,6 +291,7 @@ class JobTask final : public ServedTask {
   Job job_;
   Response* const response_;
   const int64_t rows_;
+  const bool gathers_;
   const int64_t max_response_bytes_;
 };
 

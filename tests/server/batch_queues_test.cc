@@ -131,9 +131,9 @@ TEST(BatchQueuesTest, HeldKeyWaitsUntilEveryHoldIsReleased) {
   EXPECT_EQ(closed->key, "b");
   EXPECT_EQ(queues.NextClose(), absl::InfiniteFuture());
   EXPECT_FALSE(queues.TakeClosed(kStart + absl::Hours(1), false));
-  queues.Release("a", 1, absl::Milliseconds(1), kStart);
+  queues.Release("a", 1, absl::Milliseconds(1), kStart, /*gather=*/true);
   EXPECT_FALSE(queues.TakeClosed(kStart + absl::Hours(1), false));  // One hold left.
-  queues.Release("a", 1, absl::Milliseconds(1), kStart);
+  queues.Release("a", 1, absl::Milliseconds(1), kStart, /*gather=*/true);
   EXPECT_EQ(queues.NextClose(), absl::InfinitePast());
   closed = queues.TakeClosed(kStart, false);
   ASSERT_TRUE(closed);
@@ -146,9 +146,9 @@ TEST(BatchQueuesTest, HeldKeyWaitsUntilEveryHoldIsReleased) {
   EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{4}));
 }
 
-// After a hold ends, the key's next batch waits for as many tasks as the held
-// batch had plus those that waited for it, or half the held batch's time (at most
-// max_gather_delay) after the release.
+// After a hold ends, if a held batch's tasks ask to gather, the key's next batch
+// waits for as many tasks as the held batch had plus those that waited for it, or
+// half the held batch's time (at most max_gather_delay) after the release.
 TEST(BatchQueuesTest, NextBatchAfterAHoldGathersAsManyTasksOrWaitsTheGatherDelay) {
   BatchOptions options = Options(100, absl::ZeroDuration(), 100);
   options.max_gather_delay = absl::Milliseconds(2);
@@ -157,7 +157,7 @@ TEST(BatchQueuesTest, NextBatchAfterAHoldGathersAsManyTasksOrWaitsTheGatherDelay
   queues.Hold("k");
   ASSERT_TRUE(Add(queues, "k", 1, 1, kStart).ok());  // Waited for the held batch.
   // Expect 3 + 1 back; the batch took 10 ms, so the wait is the 2 ms cap.
-  queues.Release("k", /*tasks=*/3, absl::Milliseconds(10), released);
+  queues.Release("k", /*tasks=*/3, absl::Milliseconds(10), released, /*gather=*/true);
   EXPECT_EQ(queues.NextClose(), released + absl::Milliseconds(2));
   EXPECT_FALSE(queues.TakeClosed(released, false));
   ASSERT_TRUE(Add(queues, "k", 2, 1, released).ok());
@@ -176,8 +176,8 @@ TEST(BatchQueuesTest, NextBatchAfterAHoldGathersAsManyTasksOrWaitsTheGatherDelay
   // time (two holds: the longer batch counts), here under the cap.
   queues.Hold("k");
   queues.Hold("k");
-  queues.Release("k", 1, absl::Microseconds(600), released);
-  queues.Release("k", 1, absl::Microseconds(800), released);
+  queues.Release("k", 1, absl::Microseconds(600), released, /*gather=*/true);
+  queues.Release("k", 1, absl::Microseconds(800), released, /*gather=*/false);
   ASSERT_TRUE(Add(queues, "k", 6, 1, released).ok());
   EXPECT_EQ(queues.NextClose(), released + absl::Microseconds(400));
   EXPECT_FALSE(queues.TakeClosed(released + absl::Microseconds(399), false));
@@ -185,12 +185,23 @@ TEST(BatchQueuesTest, NextBatchAfterAHoldGathersAsManyTasksOrWaitsTheGatherDelay
   ASSERT_TRUE(closed);
   EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{6}));
 
+  // Held batches whose tasks do not ask to gather (BatchTask::gathers()): the next
+  // batch closes as usual.
+  queues.Hold("k");
+  queues.Hold("k");
+  queues.Release("k", 5, absl::Milliseconds(10), released, /*gather=*/false);
+  queues.Release("k", 5, absl::Milliseconds(10), released, /*gather=*/false);
+  ASSERT_TRUE(Add(queues, "k", 7, 1, released).ok());
+  closed = queues.TakeClosed(released, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{7}));
+
   // A zero gather delay turns gathering off.
   options.max_gather_delay = absl::ZeroDuration();
   BatchQueues plain(options);
   plain.Hold("k");
-  plain.Release("k", 5, absl::Milliseconds(10), released);
-  ASSERT_TRUE(Add(plain, "k", 7, 1, released).ok());
+  plain.Release("k", 5, absl::Milliseconds(10), released, /*gather=*/true);
+  ASSERT_TRUE(Add(plain, "k", 8, 1, released).ok());
   EXPECT_TRUE(plain.TakeClosed(released, false));
 }
 
