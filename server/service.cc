@@ -208,11 +208,12 @@ class JobTask final : public ServedTask {
         job_(std::move(job)),
         response_(response),
         rows_(BatchRows(job_)),
-        gathers_(Gathers(job_)),
         max_response_bytes_(max_response_bytes) {}
 
   int64_t rows() const override { return rows_; }
-  bool gathers() const override { return gathers_; }
+  // Asked once per batch (of its first task), not per request: it sums the
+  // layer range's weight sizes.
+  bool gathers() const override { return Gathers(job_); }
 
   void RunBatch(WorkerContext& worker, Batch& batch, Metrics& metrics) override {
     const absl::Time start = absl::Now();
@@ -291,7 +292,6 @@ class JobTask final : public ServedTask {
   Job job_;
   Response* const response_;
   const int64_t rows_;
-  const bool gathers_;
   const int64_t max_response_bytes_;
 };
 
