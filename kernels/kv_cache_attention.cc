@@ -153,34 +153,50 @@ void Scores(const AttentionArgs& a, const KvCache& cache, int64_t layer, int64_t
   }
 }
 
+// out[r][offset, offset + kCount vectors) += sum over j < n of weights[r][j] *
+// v[j] there, for `kRows` query rows of one KV group, v being that group's rows of
+// one value block (row j at element j * dh). Constant counts keep the sums in
+// registers (with a run-time count GCC kept them on the stack: a third slower).
+template <bool kBf16, int64_t kRows, int64_t kCount>
+void MixVectors(const void* v, int64_t dh, int64_t n, int64_t offset,
+                const float* const* weights, float* const* out) {
+  const D d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  V acc[kRows][kCount];
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t c = 0; c < kCount; ++c) acc[r][c] = hn::LoadU(d, out[r] + offset + c * lanes);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    V w[kRows];
+    for (int64_t r = 0; r < kRows; ++r) w[r] = hn::Set(d, weights[r][j]);
+    for (int64_t c = 0; c < kCount; ++c) {
+      const V value = LoadAt<kBf16>(v, j * dh + offset + c * lanes);
+      for (int64_t r = 0; r < kRows; ++r) acc[r][c] = hn::MulAdd(w[r], value, acc[r][c]);
+    }
+  }
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t c = 0; c < kCount; ++c) hn::StoreU(acc[r][c], d, out[r] + offset + c * lanes);
+  }
+}
+
 // out[r] += sum over j < n of weights[r][j] * v[j] for `kRows` query rows of one
-// KV group, v being that group's rows of one value block (row j at element j * dh).
-// Each row's sums run in order of j whatever kRows is, so the bits do not depend on
-// how a group's heads are split into runs.
+// KV group. Each row's sums run in order of j whatever kRows is, so the bits do not
+// depend on how a group's heads are split into runs.
 template <bool kBf16, int64_t kRows>
 void MixRows(const void* v, int64_t dh, int64_t n, const float* const* weights,
              float* const* out) {
-  const D d;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(D()));
   const int64_t vectors = dh / lanes;  // Head dims in whole vectors.
   constexpr int64_t kChunk = 4;        // Vectors of each row's sums in registers.
-  for (int64_t c0 = 0; c0 < vectors; c0 += kChunk) {
-    const int64_t count = std::min(kChunk, vectors - c0);
-    V acc[kRows][kChunk];
-    for (int64_t r = 0; r < kRows; ++r) {
-      for (int64_t c = 0; c < count; ++c) acc[r][c] = hn::LoadU(d, out[r] + (c0 + c) * lanes);
-    }
-    for (int64_t j = 0; j < n; ++j) {
-      V w[kRows];
-      for (int64_t r = 0; r < kRows; ++r) w[r] = hn::Set(d, weights[r][j]);
-      for (int64_t c = 0; c < count; ++c) {
-        const V value = LoadAt<kBf16>(v, j * dh + (c0 + c) * lanes);
-        for (int64_t r = 0; r < kRows; ++r) acc[r][c] = hn::MulAdd(w[r], value, acc[r][c]);
-      }
-    }
-    for (int64_t r = 0; r < kRows; ++r) {
-      for (int64_t c = 0; c < count; ++c) hn::StoreU(acc[r][c], d, out[r] + (c0 + c) * lanes);
-    }
+  int64_t c0 = 0;
+  for (; c0 + kChunk <= vectors; c0 += kChunk) {
+    MixVectors<kBf16, kRows, kChunk>(v, dh, n, c0 * lanes, weights, out);
+  }
+  switch (vectors - c0) {
+    case 3: MixVectors<kBf16, kRows, 3>(v, dh, n, c0 * lanes, weights, out); break;
+    case 2: MixVectors<kBf16, kRows, 2>(v, dh, n, c0 * lanes, weights, out); break;
+    case 1: MixVectors<kBf16, kRows, 1>(v, dh, n, c0 * lanes, weights, out); break;
+    default: break;
   }
   for (int64_t r = 0; r < kRows; ++r) {
     for (int64_t c = vectors * lanes; c < dh; ++c) {  // Dims that fill no vector.
