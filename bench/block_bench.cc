@@ -18,42 +18,25 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "bench/llama_shapes.h"
 #include "kernels/block.h"
 #include "kernels/rope.h"
 
 namespace layerserve::kernels {
 namespace {
 
-struct Shape {
-  int64_t hidden, heads, kv_heads, ffn;
-};
-const Shape kShapes[] = {{768, 12, 12, 3072}, {4096, 32, 8, 11008}};
+using bench::LlamaConfig;
+using bench::LlamaShape;
+using bench::RandomValues;
 
-BlockConfig Config(const Shape& s) {
-  BlockConfig c;
-  c.hidden_size = s.hidden;
-  c.num_heads = s.heads;
-  c.num_kv_heads = s.kv_heads;
-  c.head_dim = s.hidden / s.heads;
-  c.intermediate_size = s.ffn;
-  c.rotary_dim = c.head_dim;
-  c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  return c;
-}
-
-std::vector<float> Random(int64_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> dist(-0.03f, 0.03f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+const LlamaShape kShapes[] = {{768, 12, 12, 3072}, {4096, 32, 8, 11008}};
 
 // Weights are built once per (shape, dtype): the 4096 config is ~0.7 GB in float32.
 const BlockWeights& Weights(int shape, WeightType type) {
   static std::unique_ptr<BlockWeights> cache[2][2];
   std::unique_ptr<BlockWeights>& slot = cache[shape][type == WeightType::kBfloat16];
   if (slot) return *slot;
-  const BlockConfig c = Config(kShapes[shape]);
+  const BlockConfig c = LlamaConfig(kShapes[shape]);
   std::mt19937 rng(shape);
   slot = std::make_unique<BlockWeights>();
   const int64_t d = c.hidden_size, f = c.intermediate_size;
@@ -61,7 +44,7 @@ const BlockWeights& Weights(int shape, WeightType type) {
   slot->attn_norm_weight.assign(d, 1.0f);
   slot->mlp_norm_weight.assign(d, 1.0f);
   auto linear = [&](int64_t out, int64_t in) {
-    const std::vector<float> w = Random(out * in, rng);
+    const std::vector<float> w = RandomValues(out * in, rng);
     return std::make_unique<LinearWeights>(w.data(), out, in, false, nullptr, type);
   };
   slot->qkv = linear(qkv, d);
@@ -83,10 +66,10 @@ void BM_Block(benchmark::State& state) {
   const int shape = static_cast<int>(state.range(0));
   const int64_t t = state.range(1);
   const WeightType type = state.range(2) ? WeightType::kBfloat16 : WeightType::kFloat32;
-  const BlockConfig c = Config(kShapes[shape]);
+  const BlockConfig c = LlamaConfig(kShapes[shape]);
   const BlockWeights& w = Weights(shape, type);
   std::mt19937 rng(7);
-  const std::vector<float> input = Random(t * c.hidden_size, rng);
+  const std::vector<float> input = RandomValues(t * c.hidden_size, rng);
   std::vector<int64_t> positions(t);
   for (int64_t i = 0; i < t; ++i) positions[i] = i;
   const RopeFrequencies freq = ComputeRopeFrequencies(c.rope_theta, c.rotary_dim, {}, t);
@@ -117,7 +100,7 @@ void BM_Block(benchmark::State& state) {
 void BM_Matmul(benchmark::State& state) {
   omp_set_num_threads(1);
   using dnnl::memory;
-  const Shape& s = kShapes[state.range(0)];
+  const LlamaShape& s = kShapes[state.range(0)];
   const int64_t m = state.range(1), k = s.hidden, n = 2 * s.ffn;
   const auto dt = state.range(2) ? memory::data_type::bf16 : memory::data_type::f32;
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);

@@ -18,6 +18,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/llama_shapes.h"
 #include "kernels/block.h"
 #include "kernels/rope.h"
 #include "server/batcher.h"
@@ -33,22 +34,8 @@ constexpr int64_t kLayers = 4, kCached = 256;
 enum Model { kLlama768, kDemo };
 
 BlockConfig Config(Model model) {
-  BlockConfig c;
-  c.hidden_size = model == kDemo ? 512 : 768;
-  c.num_heads = model == kDemo ? 8 : 12;
-  c.num_kv_heads = model == kDemo ? 2 : 12;
-  c.head_dim = 64;
-  c.intermediate_size = model == kDemo ? 1408 : 3072;
-  c.rotary_dim = 64;
-  c.attention_scale = 0.125f;
-  return c;
-}
-
-std::vector<float> Random(int64_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> dist(-0.03f, 0.03f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
+  return bench::LlamaConfig(model == kDemo ? bench::LlamaShape{512, 8, 2, 1408}
+                                           : bench::LlamaShape{768, 12, 12, 3072});
 }
 
 std::vector<BlockWeights> MakeLayers(Model model) {
@@ -58,7 +45,7 @@ std::vector<BlockWeights> MakeLayers(Model model) {
   const int64_t d = c.hidden_size, f = c.intermediate_size;
   const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   auto linear = [&](int64_t o, int64_t i) {
-    const std::vector<float> w = Random(o * i, rng);
+    const std::vector<float> w = bench::RandomValues(o * i, rng);
     return std::make_unique<kernels::LinearWeights>(w.data(), o, i, false, nullptr,
                                                     kernels::WeightType::kBfloat16);
   };
@@ -97,7 +84,7 @@ void BM_DecodeStep(benchmark::State& state) {
     caches.push_back(
         std::make_unique<kernels::KvCache>(kLayers, c.num_kv_heads, c.head_dim,
                                           kernels::KvCacheType::kBfloat16));
-    const std::vector<float> kv = Random(kCached * width, rng);
+    const std::vector<float> kv = bench::RandomValues(kCached * width, rng);
     for (int64_t l = 0; l < kLayers; ++l) {
       caches.back()->Append(l, kv.data(), kv.data(), width, kCached);
     }
@@ -121,7 +108,7 @@ void BM_DecodeStep(benchmark::State& state) {
   Batcher<NoContext> helper(BatchOptions{}, 1, [](NoContext&, Batch&) {});
   kernels::BlockKernels k;
   k.parallel = two_threads ? &helper : nullptr;
-  const std::vector<float> input = Random(sessions * c.hidden_size, rng);
+  const std::vector<float> input = bench::RandomValues(sessions * c.hidden_size, rng);
   std::vector<float> x;
   for (auto _ : state) {
     x = input;
