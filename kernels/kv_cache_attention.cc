@@ -8,6 +8,7 @@
 // Highway must come after foreach_target.h.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "hwy/highway.h"
 #include "kernels/kv_cache_attention.h"
@@ -117,6 +118,19 @@ void ForGroupRuns(int64_t g, int64_t group, F f) {
   }
 }
 
+// Calls f(std::integral_constant<int64_t, count>()) for 1 <= count <= 4: a run-time
+// count of rows or vectors becomes a template constant, which keeps the sums in
+// registers (with a run-time count GCC kept them on the stack: a third slower).
+template <typename F>
+void WithCount(int64_t count, F f) {
+  switch (count) {
+    case 4: return f(std::integral_constant<int64_t, 4>());
+    case 3: return f(std::integral_constant<int64_t, 3>());
+    case 2: return f(std::integral_constant<int64_t, 2>());
+    default: return f(std::integral_constant<int64_t, 1>());
+  }
+}
+
 // scores[(h * tokens + t) * keys + j] = q[t, h] . k[j, h's group] for every j below
 // query t's limit (up to the end of its 64-token block too, which the softmax
 // ignores). Each group's rows of a key block are read once, in address order: a
@@ -141,12 +155,9 @@ void Scores(const AttentionArgs& a, const KvCache& cache, int64_t layer, int64_t
             q[r] = a.q + t * a.q_stride + (h0 + r) * dh;
             out[r] = scores + ((h0 + r) * a.tokens + t) * a.keys + j0;
           }
-          switch (rows) {
-            case 4: ScoreRows<kBf16, 4>(k, dh, n, q, out); break;
-            case 3: ScoreRows<kBf16, 3>(k, dh, n, q, out); break;
-            case 2: ScoreRows<kBf16, 2>(k, dh, n, q, out); break;
-            default: ScoreRows<kBf16, 1>(k, dh, n, q, out); break;
-          }
+          WithCount(rows, [&](auto count) {
+            ScoreRows<kBf16, decltype(count)::value>(k, dh, n, q, out);
+          });
         });
       }
     }
@@ -155,8 +166,7 @@ void Scores(const AttentionArgs& a, const KvCache& cache, int64_t layer, int64_t
 
 // out[r][offset, offset + kCount vectors) += sum over j < n of weights[r][j] *
 // v[j] there, for `kRows` query rows of one KV group, v being that group's rows of
-// one value block (row j at element j * dh). Constant counts keep the sums in
-// registers (with a run-time count GCC kept them on the stack: a third slower).
+// one value block (row j at element j * dh). kCount is a constant: see WithCount.
 template <bool kBf16, int64_t kRows, int64_t kCount>
 void MixVectors(const void* v, int64_t dh, int64_t n, int64_t offset,
                 const float* const* weights, float* const* out) {
@@ -192,11 +202,10 @@ void MixRows(const void* v, int64_t dh, int64_t n, const float* const* weights,
   for (; c0 + kChunk <= vectors; c0 += kChunk) {
     MixVectors<kBf16, kRows, kChunk>(v, dh, n, c0 * lanes, weights, out);
   }
-  switch (vectors - c0) {
-    case 3: MixVectors<kBf16, kRows, 3>(v, dh, n, c0 * lanes, weights, out); break;
-    case 2: MixVectors<kBf16, kRows, 2>(v, dh, n, c0 * lanes, weights, out); break;
-    case 1: MixVectors<kBf16, kRows, 1>(v, dh, n, c0 * lanes, weights, out); break;
-    default: break;
+  if (c0 < vectors) {
+    WithCount(vectors - c0, [&](auto count) {
+      MixVectors<kBf16, kRows, decltype(count)::value>(v, dh, n, c0 * lanes, weights, out);
+    });
   }
   for (int64_t r = 0; r < kRows; ++r) {
     for (int64_t c = vectors * lanes; c < dh; ++c) {  // Dims that fill no vector.
@@ -227,12 +236,9 @@ void Mix(const AttentionArgs& a, const KvCache& cache, int64_t layer, const floa
             weights[r] = p + ((h0 + r) * a.tokens + t) * a.keys + j0;
             sums[r] = out + (h0 + r) * dh;
           }
-          switch (rows) {
-            case 4: MixRows<kBf16, 4>(v, dh, n, weights, sums); break;
-            case 3: MixRows<kBf16, 3>(v, dh, n, weights, sums); break;
-            case 2: MixRows<kBf16, 2>(v, dh, n, weights, sums); break;
-            default: MixRows<kBf16, 1>(v, dh, n, weights, sums); break;
-          }
+          WithCount(rows, [&](auto count) {
+            MixRows<kBf16, decltype(count)::value>(v, dh, n, weights, sums);
+          });
         });
       }
     }
