@@ -82,14 +82,11 @@ LinearWeights::LinearWeights(const float* weight, int64_t out, int64_t in, bool 
   for (int64_t i = 0; i < out; ++i) b[i] = bias == nullptr ? 0.0f : bias[i];
   stream.wait();
   packed_->few_rows = FewRowsLayout(packed_->weights, dt, b);
+  bytes_ = static_cast<int64_t>(packed_->weights.get_desc().get_size() +
+                                packed_->bias.get_desc().get_size());
 }
 
 LinearWeights::~LinearWeights() = default;
-
-int64_t LinearWeights::bytes() const {
-  return static_cast<int64_t>(packed_->weights.get_desc().get_size() +
-                              packed_->bias.get_desc().get_size());
-}
 
 struct LinearContext::Impl {
   dnnl::stream stream{CpuEngine()};

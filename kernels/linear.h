@@ -34,8 +34,9 @@ class LinearWeights {
   int64_t in() const { return in_; }
   int64_t out() const { return out_; }
   WeightType type() const { return type_; }
-  // Bytes of the packed weights and bias.
-  int64_t bytes() const;
+  // Bytes of the packed weights and bias (counted once, at packing: the server
+  // asks for every decode batch whether a model's layers outgrow the cache).
+  int64_t bytes() const { return bytes_; }
   // Whether LinearFewRows reads these weights itself (else it calls Linear).
   bool few_rows_native() const;
 
@@ -46,6 +47,7 @@ class LinearWeights {
   const int64_t in_, out_;
   const WeightType type_;
   std::unique_ptr<Packed> packed_;
+  int64_t bytes_ = 0;
 };
 
 class LinearContext {

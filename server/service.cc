@@ -211,8 +211,7 @@ class JobTask final : public ServedTask {
         max_response_bytes_(max_response_bytes) {}
 
   int64_t rows() const override { return rows_; }
-  // Asked once per batch (of its first task), not per request: it sums the
-  // layer range's weight sizes.
+  // Asked once per batch, of its first task.
   bool gathers() const override { return Gathers(job_); }
 
   void RunBatch(WorkerContext& worker, Batch& batch, Metrics& metrics) override {
