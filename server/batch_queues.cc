@@ -52,7 +52,9 @@ void BatchQueues::Release(const std::string& key, int64_t tasks, absl::Duration 
       queue == queues_.end() ? 0 : static_cast<int64_t>(queue->second.tasks.size());
   const absl::Duration wait =
       std::min(options_.max_gather_delay, it->second.took * kGatherShareOfBatch);
-  if (it->second.gather && wait > absl::ZeroDuration()) gathers_[key] = {it->second.tasks + waiting, now + wait};
+  if (it->second.gather && wait > absl::ZeroDuration()) {
+    gathers_[key] = {it->second.tasks + waiting, now + wait};
+  }
   holds_.erase(it);
 }
 
