@@ -66,7 +66,7 @@ Outcome FuzzTensorCodec(const uint8_t* data, size_t size) {
   }
   const kernels::ValueStats want =
       kernels::ValueStatsReference(decoded->values.data(), elements);
-  const kernels::ValueStats& got = decoded->stats;
+  const kernels::ValueStats got = ValueStatsOf(*decoded);
   FUZZ_CHECK(got.count == want.count && got.nan == want.nan && got.inf == want.inf,
              "NaN/Inf counts differ from the reference");
   FUZZ_CHECK(got.abs_max == want.abs_max, "abs_max differs from the reference");

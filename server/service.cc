@@ -87,7 +87,7 @@ Overloaded(F...) -> Overloaded<F...>;
 
 // What the service needs of each job type, as overloads: its batch key (what must
 // match to share one kernel call), rows, size for --max-request-elements, input
-// statistics, output dtype.
+// statistics (after the kernel), output dtype.
 
 std::string BatchKey(const NormalizeJob&) { return "Normalize"; }
 std::string BatchKey(const ActivateJob&) { return "Activate"; }
@@ -126,24 +126,38 @@ int64_t RequestElements(const PositionalEncodeJob& job) {
       job);
 }
 
-kernels::ValueStats InputStats(const NormalizeJob& job) { return job.input.stats; }
-kernels::ValueStats InputStats(const ActivateJob& job) { return job.input.stats; }
-kernels::ValueStats InputStats(const BlockForwardJob& job) { return job.hidden.stats; }
-kernels::ValueStats InputStats(const PositionalEncodeJob& job) {
+// Input statistics, taken after the kernel (only their NaN and Inf counts are
+// exported). A norm turns a row holding any NaN or Inf into a row with NaN (its
+// mean or mean square is not finite), so an output without them proves the input
+// had none: the common case skips a read of the whole input, which cost 25-40 µs
+// per MiB outside the kernel (docs/BENCHMARKS.md).
+kernels::ValueStats InputStats(const NormalizeJob& job, const OutputHealth& output) {
+  if (output.stats.nan + output.stats.inf > 0) return ValueStatsOf(job.input);
+  kernels::ValueStats all_finite;
+  all_finite.count = job.input.info.elements;
+  return all_finite;
+}
+kernels::ValueStats InputStats(const ActivateJob& job, const OutputHealth&) {
+  return ValueStatsOf(job.input);
+}
+kernels::ValueStats InputStats(const BlockForwardJob& job, const OutputHealth&) {
+  return ValueStatsOf(job.hidden);
+}
+kernels::ValueStats InputStats(const PositionalEncodeJob& job, const OutputHealth&) {
   return std::visit(
       Overloaded{[](const SinusoidalJob& j) {
-                   return j.has_input ? j.input.stats : kernels::ValueStats();
+                   return j.has_input ? ValueStatsOf(j.input) : kernels::ValueStats();
                  },
-                 [](const LearnedJob& j) { return j.input.stats; },
+                 [](const LearnedJob& j) { return ValueStatsOf(j.input); },
                  [](const RopeJob& j) {
-                   kernels::ValueStats s = j.query.stats;
-                   if (j.has_key) s.Merge(j.key.stats);
+                   kernels::ValueStats s = ValueStatsOf(j.query);
+                   if (j.has_key) s.Merge(ValueStatsOf(j.key));
                    return s;
                  },
                  [](const AlibiJob& j) {
-                   return j.has_scores ? j.scores.stats : kernels::ValueStats();
+                   return j.has_scores ? ValueStatsOf(j.scores) : kernels::ValueStats();
                  },
-                 [](const T5BiasJob& j) { return j.table.stats; }},
+                 [](const T5BiasJob& j) { return ValueStatsOf(j.table); }},
       job);
 }
 
@@ -260,7 +274,7 @@ class JobTask final : public ServedTask {
   void Done(const OutputHealth& health, absl::Duration took, Metrics& metrics) {
     const char* method = call_.method();
     metrics.Computed(method, took);
-    metrics.InputValues(method, InputStats(job_));
+    metrics.InputValues(method, InputStats(job_, health));
     metrics.OutputValues(method, health.stats);
     metrics.Saturated(OutputType(job_), health.saturated);
     metrics.ZeroVarianceRows(health.zero_variance_rows);

@@ -115,22 +115,23 @@ DecodedTensor DecodeTensorData(TensorInfo info, absl::string_view data) {
     if (reinterpret_cast<std::uintptr_t>(data.data()) % alignof(float) == 0) {
       const float* values = reinterpret_cast<const float*>(data.data());
       decoded.values = Float32Values::View(values, n);
-      decoded.stats = kernels::ComputeValueStats(values, n);
       return decoded;
     }
     // Not reachable through a protobuf std::string (heap storage from operator new,
     // or the buffer inside the string object); memcpy reads any address.
     std::vector<float> copy(n);
     if (n > 0) std::memcpy(copy.data(), data.data(), data.size());
-    decoded.stats = kernels::ComputeValueStats(copy.data(), n);
     decoded.values = Float32Values::Own(std::move(copy));
     return decoded;
   }
   std::vector<float> converted(n);
   kernels::ConvertToFloat32(decoded.info.dtype, data.data(), n, converted.data());
-  decoded.stats = kernels::ComputeValueStats(converted.data(), n);
   decoded.values = Float32Values::Own(std::move(converted));
   return decoded;
+}
+
+kernels::ValueStats ValueStatsOf(const DecodedTensor& tensor) {
+  return kernels::ComputeValueStats(tensor.values.data(), tensor.values.size());
 }
 
 absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& tensor,

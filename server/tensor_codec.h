@@ -79,9 +79,13 @@ class Float32Values {
 // A validated tensor as float32, the type every kernel computes in.
 struct DecodedTensor {
   TensorInfo info;
-  Float32Values values;       // Views the wire bytes for FLOAT32; see Float32Values.
-  kernels::ValueStats stats;  // Of `values`, taken while decoding.
+  Float32Values values;  // Views the wire bytes for FLOAT32; see Float32Values.
 };
+
+// Statistics of a tensor's values: one read pass, taken only where a metric needs
+// them (decoding does not, so parameters and requests whose health follows from
+// their output skip it).
+kernels::ValueStats ValueStatsOf(const DecodedTensor& tensor);
 
 // What the server exports about a response's numbers (numeric health).
 struct OutputHealth {
@@ -124,8 +128,8 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor&& tensor,
                                            absl::string_view field,
                                            RankRange ranks) = delete;
 
-// The values of `data`, wire bytes of a tensor `info` describes, as float32 with
-// their statistics (one read pass). FLOAT32 bytes aligned for float are viewed, not
+// The values of `data`, wire bytes of a tensor `info` describes, as float32.
+// FLOAT32 bytes aligned for float are viewed, not
 // copied; misaligned FLOAT32 bytes are copied and 16-bit values converted into an
 // owned buffer. The wire bytes are never written.
 // REQUIRES: data.size() == info.elements * ElementSize(info.dtype) (ValidateTensor

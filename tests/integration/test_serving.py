@@ -193,6 +193,28 @@ def test_numeric_health_metrics_count_what_was_sent(server, stub):
     assert {k: after[k] - before[k] for k in after} == {
         "in_nan": 3, "in_inf": 2, "out_nan": 12, "out_inf": 0}
 
+    # The server reads a norm's input for NaN and Inf only when the output has some
+    # (a row with either is all NaN). LayerNorm, with a weight of zeros and ones:
+    # row 0 holds +Inf first, row 1 a NaN where the weight is 0; row 2 is finite
+    # but its variance overflows float32, which makes it NaN with no non-finite
+    # input. A finite request after them moves no input counter.
+    before = after
+    x = np.array([[inf, 1, 2, 3], [1, 2, nan, 4], [3e38, -3e38, 3e38, -3e38],
+                  [1, 2, 3, 4]], np.float32)
+    weight = np.array([1, 1, 0, 1], np.float32)
+    stub.Normalize(pb.NormalizeRequest(kind=pb.LAYER_NORM, input=array_tensor(x, "float32"),
+                                       weight=array_tensor(weight, "float32")))
+    stub.Normalize(pb.NormalizeRequest(kind=pb.LAYER_NORM,
+                                       input=array_tensor(x[3:], "float32")))
+    assert wait_for(lambda: m("layerserve_nonfinite_values_total", method="Normalize",
+                              where="output", kind="nan") == before["out_nan"] + 12)
+    after = {k: m("layerserve_nonfinite_values_total", method="Normalize", where=w, kind=k2)
+             for k, (w, k2) in {"in_nan": ("input", "nan"), "in_inf": ("input", "inf"),
+                                "out_nan": ("output", "nan"),
+                                "out_inf": ("output", "inf")}.items()}
+    assert {k: after[k] - before[k] for k in after} == {
+        "in_nan": 1, "in_inf": 1, "out_nan": 12, "out_inf": 0}
+
     # RMSNorm of [3, 4] is [0.8485, 1.1314]: RMS 1, abs-max 1.1314.
     abs_max = m("layerserve_output_abs_max_sum", method="Normalize")
     rms = m("layerserve_output_rms_sum", method="Normalize")

@@ -181,7 +181,7 @@ TEST(TensorCodecTest, Float32DecodeViewsTheWireBytes) {
     EXPECT_EQ(static_cast<const void*>(decoded->values.data()),
               static_cast<const void*>(t.data().data()));
     ExpectSameBits(decoded->values, values);
-    ExpectStatsOf(decoded->stats, values);
+    ExpectStatsOf(ValueStatsOf(*decoded), values);
   }
 }
 
@@ -203,7 +203,7 @@ TEST(TensorCodecTest, SixteenBitDecodeOwnsConvertedValues) {
       const char* owned = reinterpret_cast<const char*>(decoded->values.data());
       EXPECT_TRUE(owned + n * sizeof(float) <= wire || owned >= wire + t.data().size());
       ExpectSameBits(decoded->values, converted);
-      ExpectStatsOf(decoded->stats, converted);
+      ExpectStatsOf(ValueStatsOf(*decoded), converted);
     }
   }
 }
@@ -257,7 +257,7 @@ TEST(TensorCodecTest, MisalignedFloat32BytesAreCopied) {
     EXPECT_FALSE(decoded.values.is_view());
     EXPECT_EQ(decoded.info.shape, info.shape);
     ExpectSameBits(decoded.values, values);
-    ExpectStatsOf(decoded.stats, values);
+    ExpectStatsOf(ValueStatsOf(decoded), values);
   }
 }
 
