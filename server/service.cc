@@ -70,9 +70,13 @@ class Call {
 };
 
 // Requests of at most this many values may run on the gRPC thread that received
-// them (LayerServiceImpl::Dispatch): 64 KiB of float32, a few microseconds of
-// kernel, less than waking a worker.
-constexpr int64_t kMaxInlineElements = 16384;
+// them (LayerServiceImpl::Dispatch): 1 MiB of float32. Waking a worker for such a
+// request cost 31-62 µs here, as much as a norm's kernel on it; the slowest
+// kernel at this size (GELU, ~0.2 ms) holds the gRPC thread less than receiving
+// the message took. Larger requests go to a worker: gRPC has only a few callback
+// threads (two on two cores), and milliseconds of compute on them would stall
+// every other call's I/O.
+constexpr int64_t kMaxInlineElements = 262144;
 
 const grpc::Status kDraining(grpc::StatusCode::UNAVAILABLE,
                              "server is draining (shutting down); retry on another "
