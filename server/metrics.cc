@@ -208,22 +208,51 @@ Metrics::Metrics()
   for (const char* phase : {"prefill", "decode"}) session_tokens_.Add({{"phase", phase}});
 }
 
+Metrics::MethodSeries& Metrics::Series(absl::string_view method) {
+  {
+    absl::ReaderMutexLock lock(&methods_mu_);
+    auto it = methods_.find(method);
+    if (it != methods_.end()) return *it->second;
+  }
+  absl::MutexLock lock(&methods_mu_);
+  std::unique_ptr<MethodSeries>& series = methods_[method];
+  if (series == nullptr) series = std::make_unique<MethodSeries>();
+  return *series;
+}
+
 void Metrics::RequestStarted(absl::string_view method, int64_t request_bytes) {
   inflight_.Increment();
-  request_bytes_.Add({{"method", std::string(method)}})
+  Series(method)
+      .request_bytes.Get([&]() -> auto& {
+        return request_bytes_.Add({{"method", std::string(method)}});
+      })
       .Increment(static_cast<double>(request_bytes));
 }
 
 void Metrics::RequestFinished(absl::string_view method, grpc::StatusCode code,
                               absl::Duration elapsed, int64_t response_bytes) {
   inflight_.Decrement();
+  MethodSeries& series = Series(method);
   const std::string method_label(method);
-  requests_total_.Add({{"method", method_label}, {"code", StatusCodeName(code)}})
-      .Increment();
-  request_duration_.Add({{"method", method_label}}, LatencyBuckets())
+  if (code == grpc::StatusCode::OK) {
+    series.requests_ok
+        .Get([&]() -> auto& {
+          return requests_total_.Add(
+              {{"method", method_label}, {"code", StatusCodeName(code)}});
+        })
+        .Increment();
+  } else {
+    requests_total_.Add({{"method", method_label}, {"code", StatusCodeName(code)}})
+        .Increment();
+  }
+  series.request_duration
+      .Get([&]() -> auto& {
+        return request_duration_.Add({{"method", method_label}}, LatencyBuckets());
+      })
       .Observe(absl::ToDoubleSeconds(elapsed));
   if (response_bytes > 0) {
-    response_bytes_.Add({{"method", method_label}})
+    series.response_bytes
+        .Get([&]() -> auto& { return response_bytes_.Add({{"method", method_label}}); })
         .Increment(static_cast<double>(response_bytes));
   }
 }
@@ -231,20 +260,34 @@ void Metrics::RequestFinished(absl::string_view method, grpc::StatusCode code,
 void Metrics::SetQueueDepth(int64_t depth) { queue_depth_.Set(static_cast<double>(depth)); }
 
 void Metrics::BatchTaken(absl::string_view method, int64_t size, int64_t rows) {
-  const std::string method_label(method);
-  batch_size_.Add({{"method", method_label}}, CountBuckets())
+  MethodSeries& series = Series(method);
+  series.batch_size
+      .Get([&]() -> auto& {
+        return batch_size_.Add({{"method", std::string(method)}}, CountBuckets());
+      })
       .Observe(static_cast<double>(size));
-  batch_rows_.Add({{"method", method_label}}, CountBuckets())
+  series.batch_rows
+      .Get([&]() -> auto& {
+        return batch_rows_.Add({{"method", std::string(method)}}, CountBuckets());
+      })
       .Observe(static_cast<double>(rows));
 }
 
 void Metrics::Queued(absl::string_view method, absl::Duration waited) {
-  queue_duration_.Add({{"method", std::string(method)}}, LatencyBuckets())
+  Series(method)
+      .queue_duration
+      .Get([&]() -> auto& {
+        return queue_duration_.Add({{"method", std::string(method)}}, LatencyBuckets());
+      })
       .Observe(absl::ToDoubleSeconds(waited));
 }
 
 void Metrics::Computed(absl::string_view method, absl::Duration took) {
-  compute_duration_.Add({{"method", std::string(method)}}, LatencyBuckets())
+  Series(method)
+      .compute_duration
+      .Get([&]() -> auto& {
+        return compute_duration_.Add({{"method", std::string(method)}}, LatencyBuckets());
+      })
       .Observe(absl::ToDoubleSeconds(took));
 }
 
@@ -268,9 +311,17 @@ void Metrics::InputValues(absl::string_view method, const kernels::ValueStats& s
 void Metrics::OutputValues(absl::string_view method, const kernels::ValueStats& stats) {
   NonFinite(method, "output", stats);
   if (stats.finite() == 0) return;
-  const std::string method_label(method);
-  output_abs_max_.Add({{"method", method_label}}, MagnitudeBuckets()).Observe(stats.abs_max);
-  output_rms_.Add({{"method", method_label}}, MagnitudeBuckets()).Observe(stats.rms());
+  MethodSeries& series = Series(method);
+  series.output_abs_max
+      .Get([&]() -> auto& {
+        return output_abs_max_.Add({{"method", std::string(method)}}, MagnitudeBuckets());
+      })
+      .Observe(stats.abs_max);
+  series.output_rms
+      .Get([&]() -> auto& {
+        return output_rms_.Add({{"method", std::string(method)}}, MagnitudeBuckets());
+      })
+      .Observe(stats.rms());
 }
 
 void Metrics::Saturated(kernels::ElementType dtype, int64_t count) {

@@ -3,6 +3,7 @@
 #ifndef LAYERSERVE_SERVER_METRICS_H_
 #define LAYERSERVE_SERVER_METRICS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -14,7 +15,10 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kernels/dtype.h"
 #include "kernels/value_stats.h"
@@ -57,6 +61,42 @@ class Metrics {
   void DecodeStep(absl::Duration took);
 
  private:
+  // One labelled series, found in its family on first use and remembered: a
+  // family's Add() hashes the labels, builds a label map and takes a lock, about
+  // 3 µs over the series one request touches (bench/request_metrics_bench.cc).
+  // Add() returns the same series for the same labels, so racing first uses agree.
+  template <typename T>
+  class Remembered {
+   public:
+    template <typename Add>
+    T& Get(Add add) {
+      T* series = series_.load(std::memory_order_acquire);
+      if (series == nullptr) {
+        series = &add();
+        series_.store(series, std::memory_order_release);
+      }
+      return *series;
+    }
+
+   private:
+    std::atomic<T*> series_{nullptr};
+  };
+
+  // The series of one method label that every computed request touches.
+  struct MethodSeries {
+    Remembered<prometheus::Counter> requests_ok;
+    Remembered<prometheus::Histogram> request_duration;
+    Remembered<prometheus::Histogram> queue_duration;
+    Remembered<prometheus::Histogram> compute_duration;
+    Remembered<prometheus::Histogram> batch_size;
+    Remembered<prometheus::Histogram> batch_rows;
+    Remembered<prometheus::Counter> request_bytes;
+    Remembered<prometheus::Counter> response_bytes;
+    Remembered<prometheus::Histogram> output_abs_max;
+    Remembered<prometheus::Histogram> output_rms;
+  };
+  MethodSeries& Series(absl::string_view method);
+
   void NonFinite(absl::string_view method, const char* where,
                  const kernels::ValueStats& stats);
 
@@ -83,6 +123,11 @@ class Metrics {
   prometheus::Histogram& decode_step_duration_;
   prometheus::Gauge& inflight_;
   prometheus::Gauge& queue_depth_;
+
+  absl::Mutex methods_mu_;
+  // Node-based: a MethodSeries never moves once handed out.
+  absl::flat_hash_map<std::string, std::unique_ptr<MethodSeries>> methods_
+      ABSL_GUARDED_BY(methods_mu_);
 };
 
 // Name of a gRPC status code as in the gRPC docs: "OK", "INVALID_ARGUMENT"...
