@@ -1,9 +1,9 @@
 // Positional kernels (kernels/positional.h) in GB/s -- bytes read plus bytes written
 // -- next to a memcpy of the same tensor measured in the same run: sinusoidal add
-// (x -> x + pe, pe computed on the fly), learned add (x + table[p]: three streams),
+// (x -> x + pe, pe read from a cached table or computed on the fly), learned add (x + table[p]: three streams),
 // ALiBi add to scores, and the generated tensors (sinusoidal table, ALiBi and T5
 // biases: written only). Each on a 16M-element tensor (64 MiB, DRAM) and a
-// 64K-element one (256 KiB, L2), with 1 and 2 threads: rows (or heads) are split
+// 64K-element one (256 KiB, L2; sinusoidal also 512K, 2 MiB), with 1 and 2 threads: rows (or heads) are split
 // across a persistent team of std::threads. docs/BENCHMARKS.md has the commands and
 // the numbers.
 #include <benchmark/benchmark.h>
@@ -103,13 +103,17 @@ void BM_Memcpy(benchmark::State& state) {
   });
 }
 
-void SinusoidalBench(benchmark::State& state, bool with_input) {
+// Positions from 0 let an add whose rows fit 2 MiB read the context's cached table
+// (kernels/positional.h); with `past_table` they start past those 2 MiB of rows,
+// and the same add computes every sine and cosine, as larger requests do.
+void SinusoidalBench(benchmark::State& state, bool with_input, bool past_table = false) {
   const int64_t rows = state.range(0), dim = state.range(1);
   const int threads = static_cast<int>(state.range(2));
   const std::vector<float> x = Filled(rows * dim, 1);
   std::vector<float> y = Filled(rows * dim, 2);
+  const int64_t first_position = past_table ? (int64_t{2} << 20) / (dim * 4) : 0;
   std::vector<int64_t> positions(rows);
-  for (int64_t r = 0; r < rows; ++r) positions[r] = r;
+  for (int64_t r = 0; r < rows; ++r) positions[r] = first_position + r;
   std::vector<std::unique_ptr<PositionalContext>> contexts;
   for (int t = 0; t < threads; ++t)
     contexts.push_back(std::make_unique<PositionalContext>());
@@ -121,6 +125,9 @@ void SinusoidalBench(benchmark::State& state, bool with_input) {
   });
 }
 void BM_SinusoidalAdd(benchmark::State& state) { SinusoidalBench(state, true); }
+void BM_SinusoidalAddComputed(benchmark::State& state) {
+  SinusoidalBench(state, true, /*past_table=*/true);
+}
 void BM_SinusoidalTable(benchmark::State& state) { SinusoidalBench(state, false); }
 
 void BM_LearnedAdd(benchmark::State& state) {
@@ -174,11 +181,13 @@ void BM_T5Bias(benchmark::State& state) {
        [&](int, int) { T5Bias(ctx, table.data(), shape, y.data()); });
 }
 
-// 16M elements (64 MiB) and 64K (256 KiB), 1 and 2 threads.
+// 16M elements (64 MiB), 512K (2 MiB: the largest sinusoidal table cached) and
+// 64K (256 KiB), 1 and 2 threads.
 void RowShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "dim", "threads"});
   for (int threads : {1, 2}) {
     b->Args({4096, 4096, threads});
+    b->Args({512, 1024, threads});
     b->Args({64, 1024, threads});
   }
   b->UseRealTime();
@@ -195,6 +204,7 @@ void HeadShapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Memcpy)->Apply(RowShapes);
 BENCHMARK(BM_SinusoidalAdd)->Apply(RowShapes);
+BENCHMARK(BM_SinusoidalAddComputed)->Apply(RowShapes);
 BENCHMARK(BM_SinusoidalTable)->Apply(RowShapes);
 BENCHMARK(BM_LearnedAdd)->Apply(RowShapes);
 BENCHMARK(BM_AlibiAdd)->Apply(HeadShapes);

@@ -70,9 +70,12 @@ int64_t T5RelativePositionBucket(int64_t relative_position, bool bidirectional,
 // ---------------------------------------------------------------------------
 
 // Caches the sinusoidal inverse frequencies per (dim, base) (computing them takes a
-// pow per pair, ~20 ns each: more than the whole kernel for a decode step) and holds
-// scratch buffers reused across calls (fresh pages cost ~4 ms per MiB to touch).
-// Bounded: at most kMaxCachedFrequencies entries. Not thread-safe.
+// pow per pair, ~20 ns each: more than the whole kernel for a decode step), tables
+// of sinusoidal encodings for adds whose rows fit in a few MiB (reading a cached
+// row is faster than computing it; the sum is the same to the bit), and scratch
+// buffers reused across calls (fresh pages cost ~4 ms per MiB to touch).
+// Bounded: at most kMaxCachedFrequencies entries and kMaxTablesBytes of tables.
+// Not thread-safe.
 class PositionalContext {
  public:
   PositionalContext();
@@ -83,8 +86,10 @@ class PositionalContext {
   struct Impl;
   Impl& impl() { return *impl_; }
 
-  // How many inverse-frequency vectors are cached (for tests).
+  // How many inverse-frequency vectors are cached, and the bytes of encoding
+  // tables (for tests).
   int64_t CachedFrequencyCount() const;
+  int64_t CachedTableBytes() const;
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -297,6 +297,14 @@ constexpr int64_t kFrequencyPadding = 64;
 // Scratch above this is released after the call that needed it, so one huge
 // request does not pin memory in every worker forever.
 constexpr size_t kMaxRetainedScratchFloats = size_t{4} << 20;  // 16 MiB.
+// The sinusoidal add reads a cached table of encodings when the rows it needs fit
+// in this many bytes: such a table stays in the caches, and adding a row read from
+// them took half the time of computing its sines and cosines (64 x 1024, one
+// thread: docs/BENCHMARKS.md). Larger requests stream from memory, where the
+// on-the-fly kernel moves two streams and a table add three, so they compute.
+constexpr int64_t kMaxTableBytes = int64_t{2} << 20;  // 2 MiB.
+// All tables of one context together; past it every table is dropped.
+constexpr int64_t kMaxTablesBytes = int64_t{8} << 20;  // 8 MiB.
 
 struct FrequencyKey {
   int64_t dim;
@@ -315,6 +323,9 @@ struct FrequencyKeyHash {
 struct Frequencies {
   std::vector<float> inv_freq;  // [dim / 2] then zeros.
   float max_inv_freq = 0;
+  // Encodings of positions 0, 1, ... per layout (interleaved, concatenated), rows
+  // of dim, written by SinusoidalRows itself: x + row is the on-the-fly sum.
+  std::vector<float> tables[2];
 };
 
 }  // namespace
@@ -322,14 +333,18 @@ struct Frequencies {
 struct PositionalContext::Impl {
   std::unordered_map<FrequencyKey, Frequencies, FrequencyKeyHash> frequencies;
   std::vector<float> scratch;
+  int64_t table_bytes = 0;  // Over every Frequencies::tables.
 
-  const Frequencies& GetFrequencies(int64_t dim, float base) {
+  Frequencies& GetFrequencies(int64_t dim, float base) {
     uint32_t bits;
     std::memcpy(&bits, &base, sizeof bits);
     const FrequencyKey key{dim, bits};
     auto it = frequencies.find(key);
     if (it != frequencies.end()) return it->second;
-    if (frequencies.size() >= kMaxCachedFrequencies) frequencies.clear();
+    if (frequencies.size() >= kMaxCachedFrequencies) {
+      frequencies.clear();
+      table_bytes = 0;
+    }
     Frequencies f;
     const int64_t half = dim / 2;
     f.inv_freq.assign(
@@ -340,6 +355,37 @@ struct PositionalContext::Impl {
     }
     return frequencies.emplace(key, std::move(f)).first->second;
   }
+
+  // The table of `f` for `layout` covering every one of `positions`, grown to
+  // cover them; null if that needs more than kMaxTableBytes.
+  const float* TableCovering(Frequencies& f, const int64_t* positions, int64_t rows,
+                             int64_t dim, bool interleaved) {
+    const int64_t max_rows = kMaxTableBytes / (dim * static_cast<int64_t>(sizeof(float)));
+    int64_t need = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (positions[r] >= max_rows) return nullptr;
+      need = std::max(need, positions[r] + 1);
+    }
+    std::vector<float>* table = &f.tables[interleaved ? 0 : 1];
+    const int64_t have = static_cast<int64_t>(table->size()) / dim;
+    if (need <= have) return table->data();
+    const int64_t added_bytes = (need - have) * dim * static_cast<int64_t>(sizeof(float));
+    if (table_bytes + added_bytes > kMaxTablesBytes) {
+      for (auto& entry : frequencies) {
+        for (std::vector<float>& t : entry.second.tables) std::vector<float>().swap(t);
+      }
+      table_bytes = 0;
+      return TableCovering(f, positions, rows, dim, interleaved);
+    }
+    std::vector<int64_t> added(need - have);
+    for (int64_t p = have; p < need; ++p) added[p - have] = p;
+    table->resize(need * dim);
+    HWY_DYNAMIC_DISPATCH(SinusoidalRows)
+    (nullptr, added.data(), need - have, dim, f.inv_freq.data(), f.max_inv_freq,
+     interleaved, table->data() + have * dim);
+    table_bytes += added_bytes;
+    return table->data();
+  }
 };
 
 PositionalContext::PositionalContext() : impl_(std::make_unique<Impl>()) {}
@@ -349,13 +395,21 @@ int64_t PositionalContext::CachedFrequencyCount() const {
   return static_cast<int64_t>(impl_->frequencies.size());
 }
 
+int64_t PositionalContext::CachedTableBytes() const { return impl_->table_bytes; }
+
 void Sinusoidal(PositionalContext& ctx, const float* x, const int64_t* positions,
                 int64_t rows, int64_t dim, float base, SinusoidalLayout layout,
                 float* y) {
-  const Frequencies& f = ctx.impl().GetFrequencies(dim, base);
+  Frequencies& f = ctx.impl().GetFrequencies(dim, base);
+  const bool interleaved = layout == SinusoidalLayout::kInterleaved;
+  if (x != nullptr) {
+    if (const float* table = ctx.impl().TableCovering(f, positions, rows, dim, interleaved)) {
+      HWY_DYNAMIC_DISPATCH(LearnedRows)(x, positions, rows, dim, table, y);
+      return;
+    }
+  }
   HWY_DYNAMIC_DISPATCH(SinusoidalRows)
-  (x, positions, rows, dim, f.inv_freq.data(), f.max_inv_freq,
-   layout == SinusoidalLayout::kInterleaved, y);
+  (x, positions, rows, dim, f.inv_freq.data(), f.max_inv_freq, interleaved, y);
 }
 
 void Learned(const float* x, const int64_t* positions, int64_t rows, int64_t dim,

@@ -15,7 +15,8 @@
 //   margin): any mistake in the reduction or a quadrant shows up as >= 1e-3. With an
 //   input, both then round x + pe once: the sums differ by at most the pe difference
 //   plus one ulp of the result, so |fast - ref| <= kTrigTol + eps32 * |ref|. A table
-//   (no input) is judged by kTrigTol alone.
+//   (no input) is judged by kTrigTol alone. An add that reads the context's cached
+//   table must equal x + that table output bit for bit, as computing does.
 #include "kernels/positional.h"
 
 #include <gtest/gtest.h>
@@ -254,6 +255,74 @@ TEST_P(SinusoidalTest, OverflowingFrequenciesGiveNan) {
                       SinusoidalLayout::kConcatenated, ref.data());
   EXPECT_TRUE(std::isnan(ref[31])) << ref[31];
   ExpectSinusoidalClose(fast.data(), ref.data(), fast.size(), false, "tiny base");
+}
+
+// Adds whose rows fit the context's budget read a cached table of encodings; the
+// sum must be the on-the-fly one to the bit: x + pe, with pe as the table output
+// (no input) computes it. Positions out of order and repeated; the table cold,
+// warm, and grown one row per call as decode steps grow it; in place.
+TEST_P(SinusoidalTest, CachedTableAddIsTheOnTheFlySumBitForBit) {
+  std::mt19937_64 rng(21);
+  for (int64_t dim : {2, 8, 64, 4098}) {
+    for (SinusoidalLayout layout :
+         {SinusoidalLayout::kInterleaved, SinusoidalLayout::kConcatenated}) {
+      SCOPED_TRACE(::testing::Message() << "dim " << dim << " layout "
+                                        << static_cast<int>(layout));
+      PositionalContext ctx;
+      std::vector<int64_t> positions(40);
+      for (int64_t& p : positions) p = static_cast<int64_t>(rng() % 100);
+      positions[3] = positions[7];
+      const int64_t rows = static_cast<int64_t>(positions.size());
+      const std::vector<float> x = RandomValues(rows * dim, 1.0f, 31);
+      std::vector<float> pe(rows * dim), want(rows * dim), y(rows * dim);
+      PositionalContext fresh;
+      Sinusoidal(fresh, nullptr, positions.data(), rows, dim, 10000.0f, layout, pe.data());
+      for (size_t i = 0; i < want.size(); ++i) want[i] = x[i] + pe[i];
+
+      for (const char* when : {"cold", "warm"}) {
+        Sinusoidal(ctx, x.data(), positions.data(), rows, dim, 10000.0f, layout, y.data());
+        EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0) << when;
+      }
+      EXPECT_GT(ctx.CachedTableBytes(), 0);
+      y = x;
+      Sinusoidal(ctx, y.data(), positions.data(), rows, dim, 10000.0f, layout, y.data());
+      EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
+          << "in place";
+
+      PositionalContext stepping;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t position = 100 + r;  // Past the table so far: one new row.
+        std::vector<float> row_pe(dim), row_y(dim);
+        Sinusoidal(fresh, nullptr, &position, 1, dim, 10000.0f, layout, row_pe.data());
+        Sinusoidal(stepping, x.data() + r * dim, &position, 1, dim, 10000.0f, layout,
+                   row_y.data());
+        for (int64_t i = 0; i < dim; ++i) {
+          ASSERT_EQ(row_y[i], x[r * dim + i] + row_pe[i]) << "step " << r << " i " << i;
+        }
+      }
+    }
+  }
+}
+
+// Tables are bounded: an add needing more than 2 MiB of rows computes on the fly
+// and caches nothing; many widths together stay within 8 MiB.
+TEST_P(SinusoidalTest, CachedTablesStayWithinTheirBudget) {
+  PositionalContext ctx;
+  const int64_t dim = 1024;  // 4 KiB per row: 512 rows fill 2 MiB.
+  const int64_t over = 512;
+  std::vector<float> x(dim), y(dim);
+  Sinusoidal(ctx, x.data(), &over, 1, dim, 10000.0f, SinusoidalLayout::kConcatenated,
+             y.data());
+  EXPECT_EQ(ctx.CachedTableBytes(), 0);
+  for (int64_t k = 1; k <= 12; ++k) {
+    const int64_t width = 1024 * k;
+    const int64_t last = (int64_t{2} << 20) / (width * 4) - 1;  // The last row that fits.
+    std::vector<float> xs(width), ys(width);
+    Sinusoidal(ctx, xs.data(), &last, 1, width, 10000.0f, SinusoidalLayout::kInterleaved,
+               ys.data());
+    EXPECT_GT(ctx.CachedTableBytes(), 0) << width;
+    EXPECT_LE(ctx.CachedTableBytes(), int64_t{8} << 20) << width;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, SinusoidalTest, ::testing::ValuesIn(Targets()),
