@@ -115,19 +115,19 @@ bool UsesStreamingStores(int64_t n) {
 // Measured on the target machine (AVX-512, one thread, bench/activation_bench.cc
 // BM_Path*, GB/s of CPU time; Highway vs oneDNN, chunked as above):
 //   GELU      8K: 6.5 vs 11.9, 64K: 7.9 vs 12.1, 256K: 8.9 vs 10.9 -> oneDNN from 8K;
-//   sigmoid   8K: 16.5 vs 14.8, 64K: 16.6 vs 17.7, 256K: 16.2 vs 18.0,
 //   tanh      8K: 13.7 vs 13.9, 64K: 13.7 vs 15.3, 256K: 13.2 vs 15.5
 //             -> oneDNN from 64K (the small chunk's per-execute cost eats its lead);
-//   SiLU 16.1 vs 11.7, GELU-tanh 13.2 vs 11.0, QuickGELU 14.4 vs 11.7 (256K):
-//             Highway at every size.
-// At 16M elements (DRAM) the two are within noise for GELU, sigmoid and tanh.
+//   sigmoid   8K: 25.3 vs 18.0, 256K: 25.6 vs 17.6, 16M: 20.3 vs 13.4 since its
+//             exp is OnePlusExp (activation_hwy.cc); it was 16.2 vs 18.0 at 256K
+//             with hwy's Exp. SiLU, GELU-tanh and QuickGELU were faster in
+//             Highway already: Highway at every size.
+// At 16M elements (DRAM) the two are within noise for GELU and tanh.
 // oneDNN's ReLU is as fast as Highway's but maps NaN to 0 (PyTorch keeps NaN), so
 // ReLU always takes Highway.
 bool ActivateUsesOneDnn(Activation act, int64_t n) {
   switch (act) {
     case Activation::kGelu:
       return n >= kOneDnnSmallChunk;
-    case Activation::kSigmoid:
     case Activation::kTanh:
       return n >= kOneDnnChunk;
     default:

@@ -3,7 +3,9 @@
 // HWY_DYNAMIC_DISPATCH, so the binary needs no -march flag. No -ffast-math: IEEE
 // arithmetic, subnormals kept; NaN and Inf follow PyTorch (see activation.h).
 //
-// Math: exp and tanh from hwy/contrib/math (1 and 4 ulp). erf has no Highway
+// Math: sigmoid, SiLU, QuickGELU and tanh-GELU divide by 1 + exp, computed by
+// OnePlusExp below (Cephes' expf, ~1 ulp); tanh and the exp inside GELU's erfc are
+// hwy/contrib/math's (4 and 1 ulp). erf has no Highway
 // version; GELU uses erfc in the form of Numerical Recipes' erfcc (Press et al.,
 // "Numerical Recipes in C", 2nd ed., section 6.2):
 //   erfc(a) = t * exp(-a^2 + P(t)),  t = 1 / (1 + a/2),  a >= 0,
@@ -35,16 +37,40 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
+using DI = hn::RebindToSigned<DF>;
 
 // Bound on lanes per vector for the partial-vector buffers (512-bit x86: 16).
 constexpr size_t kMaxLanes = 64;
 
-// exp(x) for every float: hwy's Exp is specified on [-FLT_MAX, 104] only (beyond,
-// its 2^q reconstruction wraps) and returns 0 for NaN (its range check is false).
-// exp(x) is +inf in float32 from 88.73 on, so clamping at 89 keeps +inf for every
-// larger x, and NaN is put back.
-HWY_INLINE VF ExpAll(DF d, VF x) {
-  return hn::IfThenElse(hn::IsNaN(x), x, hn::Exp(d, hn::Min(x, hn::Set(d, 89.0f))));
+// 1 + exp(y) for every float y: the denominator of sigmoid, SiLU, QuickGELU and
+// tanh-GELU. exp is Cephes' expf (Moshier, as SinCos in positional_fast.cc):
+// y = n ln2 + r with ln2 in two parts (the first, 9 bits, makes n * part exact),
+// exp(r) = 1 + r + r^2 P(r) with P of degree 5, ~1 ulp. The sum needs no subnormal
+// exp: below y = -17 it is 1 either way. So y is clamped to [-86, 89], and 2^n is
+// the bits of the rounding sum shifted into the exponent field, with no range
+// checks: hwy's Exp (two scalings, a range test) and the NaN fix-up around it
+// took about a third more instructions. Above 88.72 the product overflows to +inf
+// as float32's exp does. NaN comes out finite: callers whose numerator is not y's
+// NaN itself must put it back (Sigmoid).
+HWY_INLINE VF OnePlusExp(DF d, VF y) {
+  const DI di;
+  y = hn::Min(hn::Max(y, hn::Set(d, -86.0f)), hn::Set(d, 89.0f));
+  // n = nearest(y / ln2) by adding 1.5 * 2^23 + 126: the sum's low mantissa bits
+  // are then n + 126, which shifted left by 23 are the float 2^(n-1); n - 1 keeps
+  // n = 128 (y up to 89) inside the exponent field, and p + p makes up the 2.
+  const VF magic = hn::Set(d, 12583038.0f);
+  const VF shifted = hn::MulAdd(y, hn::Set(d, 1.44269504088896341f), magic);
+  const VF n = hn::Sub(shifted, magic);
+  VF r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), y);
+  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
+  VF p = hn::MulAdd(hn::Set(d, 1.9875691500e-4f), r, hn::Set(d, 1.3981999507e-3f));
+  p = hn::MulAdd(p, r, hn::Set(d, 8.3334519073e-3f));
+  p = hn::MulAdd(p, r, hn::Set(d, 4.1665795894e-2f));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.6666665459e-1f));
+  p = hn::MulAdd(p, r, hn::Set(d, 5.0000001201e-1f));
+  p = hn::Add(hn::MulAdd(p, hn::Mul(r, r), r), hn::Set(d, 1.0f));
+  const VF half_scale = hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, shifted)));
+  return hn::MulAdd(hn::Add(p, p), half_scale, hn::Set(d, 1.0f));
 }
 
 struct Relu {
@@ -56,8 +82,8 @@ struct Relu {
 
 struct Sigmoid {
   HWY_INLINE VF operator()(DF d, VF x) const {
-    const VF one = hn::Set(d, 1.0f);
-    return hn::Div(one, hn::Add(one, ExpAll(d, hn::Neg(x))));
+    const VF y = hn::Div(hn::Set(d, 1.0f), OnePlusExp(d, hn::Neg(x)));
+    return hn::IfThenElse(hn::IsNaN(x), x, y);
   }
 };
 
@@ -67,9 +93,8 @@ struct Sigmoid {
 template <int kNumerator, int kDenominator>
 struct XSigmoid {
   HWY_INLINE VF operator()(DF d, VF x) const {
-    const VF one = hn::Set(d, 1.0f);
     const VF minus_k = hn::Set(d, -static_cast<float>(kNumerator) / kDenominator);
-    return hn::Div(x, hn::Add(one, ExpAll(d, hn::Mul(x, minus_k))));
+    return hn::Div(x, OnePlusExp(d, hn::Mul(x, minus_k)));
   }
 };
 using Silu = XSigmoid<1, 1>;
@@ -85,7 +110,7 @@ struct GeluTanh {
     const VF one = hn::Set(d, 1.0f);
     const VF inner = hn::Mul(x, hn::MulAdd(hn::Mul(x, x), hn::Set(d, 0.044715f), one));
     const VF minus_two_k = hn::Set(d, -1.5957691216057308f);  // -2 sqrt(2/pi)
-    return hn::Div(x, hn::Add(one, ExpAll(d, hn::Mul(inner, minus_two_k))));
+    return hn::Div(x, OnePlusExp(d, hn::Mul(inner, minus_two_k)));
   }
 };
 
