@@ -233,26 +233,23 @@ void Metrics::RequestFinished(absl::string_view method, grpc::StatusCode code,
                               absl::Duration elapsed, int64_t response_bytes) {
   inflight_.Decrement();
   MethodSeries& series = Series(method);
-  const std::string method_label(method);
-  if (code == grpc::StatusCode::OK) {
-    series.requests_ok
-        .Get([&]() -> auto& {
-          return requests_total_.Add(
-              {{"method", method_label}, {"code", StatusCodeName(code)}});
-        })
-        .Increment();
-  } else {
-    requests_total_.Add({{"method", method_label}, {"code", StatusCodeName(code)}})
-        .Increment();
-  }
+  const auto count_request = [&]() -> prometheus::Counter& {
+    return requests_total_.Add(
+        {{"method", std::string(method)}, {"code", StatusCodeName(code)}});
+  };
+  // Errors are rarer, and of many codes: looked up each time.
+  (code == grpc::StatusCode::OK ? series.requests_ok.Get(count_request) : count_request())
+      .Increment();
   series.request_duration
       .Get([&]() -> auto& {
-        return request_duration_.Add({{"method", method_label}}, LatencyBuckets());
+        return request_duration_.Add({{"method", std::string(method)}}, LatencyBuckets());
       })
       .Observe(absl::ToDoubleSeconds(elapsed));
   if (response_bytes > 0) {
     series.response_bytes
-        .Get([&]() -> auto& { return response_bytes_.Add({{"method", method_label}}); })
+        .Get([&]() -> auto& {
+          return response_bytes_.Add({{"method", std::string(method)}});
+        })
         .Increment(static_cast<double>(response_bytes));
   }
 }
