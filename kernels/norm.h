@@ -30,6 +30,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/value_stats.h"
+
 namespace layerserve::kernels {
 
 struct NormParams {
@@ -42,6 +44,12 @@ struct NormParams {
   // writes s to residual_out. Both [rows, dim].
   const float* residual = nullptr;
   float* residual_out = nullptr;
+  // When non-null, receives the statistics of y (ValueStats), taken from the
+  // values as the output pass writes them rather than by a second read: the same
+  // counts and abs-max as ComputeValueStats(y), squares summed per row in float
+  // lanes (RowSums' precision) and across rows in double. LayerNorm() and
+  // RmsNorm() only: the references and internal::LayerNormOneDnn ignore it.
+  ValueStats* output_stats = nullptr;
 };
 
 // x, y: [rows, dim], row-major. y may equal x. REQUIRES: rows >= 1, dim >= 1.

@@ -138,11 +138,45 @@ enum class Scale { kNone, kWeight, kOffsetWeight };
 // x + residual is also stored to s_out. Each variant is its own instantiation,
 // so the inner loop has no branches. Every index is read before it is written,
 // so y may equal x, and s_out x or residual.
-template <bool kCentered, Scale kScale, bool kShift, bool kResidual, bool kStream>
+// What an output pass has written so far, for NormParams::output_stats: kept in
+// vectors while the pass runs; TakeRow() folds each row into a ValueStats.
+struct Tally {
+  V abs_max;                // Over finite lanes, every row so far.
+  V sum_sq;                 // Over finite lanes, this row.
+  hn::Mask<D> non_finite;  // Some lane of this row was NaN or Inf.
+};
+
+HWY_INLINE Tally EmptyTally(D d) { return {hn::Zero(d), hn::Zero(d), hn::FirstN(d, 0)}; }
+
+// Adds the row y_row[0, n) just written, whose lanes `t` tallied, to `stats`: its
+// float sum of squares when every value was finite and the sum did not overflow,
+// else the row again, value by value, as ValueStatsReference counts it.
+void TakeRow(Tally& t, const float* y_row, size_t n, ValueStats& stats) {
+  const D d;
+  const float sum_sq = hn::GetLane(hn::SumOfLanes(d, t.sum_sq));
+  if (hn::AllFalse(d, t.non_finite) && std::isfinite(sum_sq)) {
+    stats.count += static_cast<int64_t>(n);
+    stats.sum_squares += sum_sq;
+  } else {
+    stats.Merge(ValueStatsReference(y_row, static_cast<int64_t>(n)));
+  }
+  t.sum_sq = hn::Zero(d);
+  t.non_finite = hn::FirstN(d, 0);
+}
+
+// The end of a call with output statistics: the abs-max of every tallied row.
+void TakeAbsMax(const Tally& t, ValueStats& stats) {
+  const D d;
+  stats.abs_max = std::max(stats.abs_max, hn::GetLane(hn::MaxOfLanes(d, t.abs_max)));
+}
+
+template <bool kCentered, Scale kScale, bool kShift, bool kResidual, bool kStream,
+          bool kStats>
 struct Output {
   float pivot, offset, rstd;
   const float* w;  // [n], or null when kScale is kNone.
   const float* b;  // [n], or null when kShift is false.
+  Tally* tally;    // Tallies every value written when kStats; else unused.
 
   void Row(const float* x, const float* r, float* s_out, size_t n, float* y) const {
     const D d;
@@ -166,15 +200,30 @@ struct Output {
       if constexpr (kScale != Scale::kNone) return hn::Mul(v, scale);
       return v;
     };
+    // The tally in registers for the row (stores through y could alias it, as
+    // above), written back at the end.
+    Tally t = kStats ? *tally : Tally{};
+    const auto track = [&](V v) HWY_ATTR {
+      if constexpr (kStats) {
+        const auto finite = hn::IsFinite(v);
+        t.non_finite = hn::Or(t.non_finite, hn::Not(finite));
+        const V f = hn::IfThenElseZero(finite, v);
+        t.abs_max = hn::Max(t.abs_max, hn::Abs(f));
+        t.sum_sq = hn::MulAdd(f, f, t.sum_sq);
+      }
+      return v;
+    };
     // m < N elements from i, through buffers (weight and bias too: they are
-    // only n long).
+    // only n long). Lanes from m on are not written, nor tallied.
     const auto part = [&](size_t i, size_t m) HWY_ATTR {
       HWY_ALIGN float wb[kMaxLanes] = {}, bb[kMaxLanes] = {};
       if constexpr (kScale != Scale::kNone) std::memcpy(wb, w_row + i, m * sizeof(float));
       if constexpr (kShift) std::memcpy(bb, b_row + i, m * sizeof(float));
       const V s = SourcePart<kResidual>(d, x, r, i, m);
       if constexpr (kResidual) StorePart(d, s, s_out + i, m);
-      StorePart(d, out(s, wb, bb, 0), y + i, m);
+      V v = out(s, wb, bb, 0);
+      if constexpr (kStats) v = track(hn::IfThenElseZero(hn::FirstN(d, m), v));
+      StorePart(d, v, y + i, m);
     };
 
     size_t i = 0;
@@ -213,34 +262,42 @@ struct Output {
         store_s(s0, s_out + i);
         store_s(s1, s_out + i + N);
       }
-      store(out(s0, w_row, b_row, i), y + i);
-      store(out(s1, w_row, b_row, i + N), y + i + N);
+      store(track(out(s0, w_row, b_row, i)), y + i);
+      store(track(out(s1, w_row, b_row, i + N)), y + i + N);
     }
     for (; i + N <= n; i += N) {
       const V s = SourceAt<kResidual>(d, x, r, i);
       if constexpr (kResidual) store_s(s, s_out + i);
-      store(out(s, w_row, b_row, i), y + i);
+      store(track(out(s, w_row, b_row, i)), y + i);
     }
     if (i < n) part(i, n - i);
+    if constexpr (kStats) *tally = t;
   }
 };
 
 // A row without finite float32 statistics (it holds NaN or Inf, or its sums
 // overflow) becomes all NaN, as the reference does: never half-finite. The fused
 // residual sum is still written: it is the next layer's residual stream.
-template <bool kResidual>
-void NanRow(const float* x, const float* r, float* s_out, size_t n, float* y) {
+template <bool kResidual, bool kStats>
+void NanRow(const float* x, const float* r, float* s_out, size_t n, float* y,
+            ValueStats& stats) {
   for (size_t i = 0; i < n; ++i) {
     if constexpr (kResidual) s_out[i] = x[i] + r[i];
     y[i] = std::numeric_limits<float>::quiet_NaN();
   }
+  if constexpr (kStats) {
+    stats.count += static_cast<int64_t>(n);
+    stats.nan += static_cast<int64_t>(n);
+  }
 }
 
 // The rows of a call: x, y, residual, residual_out: [rows, dim]; weight: [dim].
-template <Scale kScale, bool kResidual, bool kStream>
+template <Scale kScale, bool kResidual, bool kStream, bool kStats>
 void RmsNormRowsT(const float* x, int64_t rows, int64_t dim, const NormParams& p,
                   float* y) {
   const size_t n = static_cast<size_t>(dim);
+  Tally tally = EmptyTally(D());
+  ValueStats stats;
   for (int64_t row = 0; row < rows; ++row) {
     const float* x_row = x + row * dim;
     const float* r_row = kResidual ? p.residual + row * dim : nullptr;
@@ -248,23 +305,30 @@ void RmsNormRowsT(const float* x, int64_t rows, int64_t dim, const NormParams& p
     float* y_row = y + row * dim;
     const float sum_sq = SumRow<kResidual, /*kShifted=*/false>(x_row, r_row, n, 0).sum_sq;
     if (!std::isfinite(sum_sq)) {
-      NanRow<kResidual>(x_row, r_row, s_row, n, y_row);
+      NanRow<kResidual, kStats>(x_row, r_row, s_row, n, y_row, stats);
       continue;
     }
     const float rstd = 1.0f / std::sqrt(sum_sq / static_cast<float>(dim) + p.epsilon);
-    const Output</*kCentered=*/false, kScale, /*kShift=*/false, kResidual, kStream> out{
-        0.0f, 0.0f, rstd, p.weight, nullptr};
+    const Output</*kCentered=*/false, kScale, /*kShift=*/false, kResidual, kStream, kStats>
+        out{0.0f, 0.0f, rstd, p.weight, nullptr, &tally};
     out.Row(x_row, r_row, s_row, n, y_row);
+    if constexpr (kStats) TakeRow(tally, y_row, n, stats);
   }
   if constexpr (kStream) hwy::FlushStream();  // Order the streaming stores.
+  if constexpr (kStats) {
+    TakeAbsMax(tally, stats);
+    *p.output_stats = stats;
+  }
 }
 
 // weight, bias: [dim].
-template <Scale kScale, bool kShift, bool kResidual, bool kStream>
+template <Scale kScale, bool kShift, bool kResidual, bool kStream, bool kStats>
 void LayerNormRowsT(const float* x, int64_t rows, int64_t dim, const NormParams& p,
                     float* y) {
   const size_t n = static_cast<size_t>(dim);
   const float count = static_cast<float>(dim);
+  Tally tally = EmptyTally(D());
+  ValueStats stats;
   for (int64_t row = 0; row < rows; ++row) {
     const float* x_row = x + row * dim;
     const float* r_row = kResidual ? p.residual + row * dim : nullptr;
@@ -280,7 +344,7 @@ void LayerNormRowsT(const float* x, int64_t rows, int64_t dim, const NormParams&
     // NaN or Inf anywhere in the row makes the sum NaN or Inf (so does an
     // overflowing s - pivot).
     if (!std::isfinite(sums.sum)) {
-      NanRow<kResidual>(x_row, r_row, s_row, n, y_row);
+      NanRow<kResidual, kStats>(x_row, r_row, s_row, n, y_row, stats);
       continue;
     }
     float mean_offset = sums.sum / count;  // mean - pivot.
@@ -301,27 +365,41 @@ void LayerNormRowsT(const float* x, int64_t rows, int64_t dim, const NormParams&
       mean_offset = again.sum / count;
       m2 = again.sum_sq - again.sum * mean_offset;
       if (!std::isfinite(m2)) {  // The variance itself overflows float32.
-        NanRow<kResidual>(x_row, r_row, s_row, n, y_row);
+        NanRow<kResidual, kStats>(x_row, r_row, s_row, n, y_row, stats);
         continue;
       }
       m2 = std::max(m2, 0.0f);  // Rounding must not make it negative.
     }
     const float rstd = 1.0f / std::sqrt(m2 / count + p.epsilon);
-    const Output</*kCentered=*/true, kScale, kShift, kResidual, kStream> out{
-        pivot, mean_offset, rstd, p.weight, p.bias};
+    const Output</*kCentered=*/true, kScale, kShift, kResidual, kStream, kStats> out{
+        pivot, mean_offset, rstd, p.weight, p.bias, &tally};
     out.Row(x_row, r_row, s_row, n, y_row);
+    if constexpr (kStats) TakeRow(tally, y_row, n, stats);
   }
   if constexpr (kStream) hwy::FlushStream();  // Order the streaming stores.
+  if constexpr (kStats) {
+    TakeAbsMax(tally, stats);
+    *p.output_stats = stats;
+  }
 }
 
 // Run-time options to template arguments, one at a time.
+template <Scale kScale, bool kResidual, bool kStream>
+void RmsNormPickStats(const float* x, int64_t rows, int64_t dim, const NormParams& p,
+                      float* y) {
+  if (p.output_stats != nullptr) {
+    return RmsNormRowsT<kScale, kResidual, kStream, true>(x, rows, dim, p, y);
+  }
+  RmsNormRowsT<kScale, kResidual, kStream, false>(x, rows, dim, p, y);
+}
+
 template <Scale kScale, bool kResidual>
 void RmsNormPickStream(const float* x, int64_t rows, int64_t dim, const NormParams& p,
                        float* y) {
   if (rows * dim * static_cast<int64_t>(sizeof(float)) >= internal::kNormStreamMinBytes) {
-    return RmsNormRowsT<kScale, kResidual, true>(x, rows, dim, p, y);
+    return RmsNormPickStats<kScale, kResidual, true>(x, rows, dim, p, y);
   }
-  RmsNormRowsT<kScale, kResidual, false>(x, rows, dim, p, y);
+  RmsNormPickStats<kScale, kResidual, false>(x, rows, dim, p, y);
 }
 
 template <Scale kScale>
@@ -331,13 +409,22 @@ void RmsNormPickResidual(const float* x, int64_t rows, int64_t dim, const NormPa
   RmsNormPickStream<kScale, false>(x, rows, dim, p, y);
 }
 
+template <Scale kScale, bool kShift, bool kResidual, bool kStream>
+void LayerNormPickStats(const float* x, int64_t rows, int64_t dim, const NormParams& p,
+                        float* y) {
+  if (p.output_stats != nullptr) {
+    return LayerNormRowsT<kScale, kShift, kResidual, kStream, true>(x, rows, dim, p, y);
+  }
+  LayerNormRowsT<kScale, kShift, kResidual, kStream, false>(x, rows, dim, p, y);
+}
+
 template <Scale kScale, bool kShift, bool kResidual>
 void LayerNormPickStream(const float* x, int64_t rows, int64_t dim, const NormParams& p,
                          float* y) {
   if (rows * dim * static_cast<int64_t>(sizeof(float)) >= internal::kNormStreamMinBytes) {
-    return LayerNormRowsT<kScale, kShift, kResidual, true>(x, rows, dim, p, y);
+    return LayerNormPickStats<kScale, kShift, kResidual, true>(x, rows, dim, p, y);
   }
-  LayerNormRowsT<kScale, kShift, kResidual, false>(x, rows, dim, p, y);
+  LayerNormPickStats<kScale, kShift, kResidual, false>(x, rows, dim, p, y);
 }
 
 template <Scale kScale, bool kShift>

@@ -106,6 +106,9 @@ OutputHealth RunNormalize(kernels::NormContext& context, const NormalizeJob& job
   params.weight = job.weight.empty() ? nullptr : job.weight.data();
   params.bias = job.bias.empty() ? nullptr : job.bias.data();
   params.weight_offset = job.weight_offset;
+  // Taken by the kernel as it writes the output: no second read of it.
+  kernels::ValueStats output_stats;
+  params.output_stats = &output_stats;
   std::vector<float> residual_out;
   if (!job.residual.empty()) {
     residual_out.resize(info.elements);
@@ -122,7 +125,8 @@ OutputHealth RunNormalize(kernels::NormContext& context, const NormalizeJob& job
           kernels::RmsNorm(context, job.input.values.data(), info.rows(), info.last_dim(),
                            params, output);
         }
-      });
+      },
+      &output_stats);
   const float* normalized = residual_out.empty() ? job.input.values.data()
                                                  : residual_out.data();
   health.zero_variance_rows =

@@ -145,15 +145,21 @@ int64_t EncodeTensor(const std::vector<int64_t>& shape, const float* values,
 
 // Runs `fill(float* out)` to produce `count` values into `out`: straight into the
 // tensor's bytes for FLOAT32 (no second buffer, no copy), through a float buffer and
-// a conversion for 16-bit dtypes. Returns the numeric health of the values.
+// a conversion for 16-bit dtypes. Returns the numeric health of the values. A fill
+// that takes their statistics itself, in the pass that writes them, passes where
+// it leaves them as `stats_taken_by_fill`; else they take a second pass.
 template <typename Fill>
 OutputHealth FillTensor(const std::vector<int64_t>& shape, int64_t count,
-                        kernels::ElementType type, v1::Tensor* out, Fill fill) {
+                        kernels::ElementType type, v1::Tensor* out, Fill fill,
+                        const kernels::ValueStats* stats_taken_by_fill = nullptr) {
   OutputHealth health;
   if (type != kernels::ElementType::kFloat32) {
     std::vector<float> values(count);
     fill(values.data());
-    health.saturated = EncodeTensor(shape, values.data(), count, type, out, &health.stats);
+    if (stats_taken_by_fill != nullptr) health.stats = *stats_taken_by_fill;
+    health.saturated =
+        EncodeTensor(shape, values.data(), count, type, out,
+                     stats_taken_by_fill != nullptr ? nullptr : &health.stats);
     return health;
   }
   out->mutable_shape()->Assign(shape.begin(), shape.end());
@@ -163,8 +169,9 @@ OutputHealth FillTensor(const std::vector<int64_t>& shape, int64_t count,
   // std::string storage comes from operator new: aligned for float.
   float* values = reinterpret_cast<float*>(data->data());
   fill(values);
-  // A second pass, over values just written (in cache unless the table is large).
-  health.stats = kernels::ComputeValueStats(values, count);
+  // Else a second pass, over values just written (in cache unless they are large).
+  health.stats = stats_taken_by_fill != nullptr ? *stats_taken_by_fill
+                                                : kernels::ComputeValueStats(values, count);
   return health;
 }
 

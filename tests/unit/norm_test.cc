@@ -7,7 +7,8 @@
 // float; then edge cases: zero-variance rows, magnitudes from 1e-30 to 1e20 (rows
 // near 1e4 and 1e20 included), a first value far from the rest (the LayerNorm
 // loop's exact second pass), NaN/Inf rows, the primitive cache, and per-thread
-// contexts.
+// contexts. Every fast run of a hand loop is repeated with NormParams::output_stats
+// and checked against the statistics of its output (ExpectOutputStatsOf).
 //
 // Tolerance: |fast - ref| <= 1e-5 * max(1, |ref|) (+ a conditioning term for
 // LayerNorm, below). The reference computes in double, so this bounds the fast
@@ -249,10 +250,35 @@ class Placed {
   float* data_;
 };
 
-// Runs one kernel on private copies of the inputs, with the aliasing and alignment
-// `o` asks for.
 Outputs RunKernel(Kernel k, bool fast, NormContext& ctx, const Inputs& in,
-                  const Options& o) {
+                  const Options& o, ValueStats* output_stats = nullptr);
+
+// NormParams::output_stats, for the hand loops behind every fast run: the same
+// output to the bit with statistics as without, and the statistics of that output
+// (ValueStatsReference: counts and abs-max exact; the sum of squares is summed per
+// row in float lanes: within 1e-5 relative, the 1-lane target summing a row of
+// 4097 squares in one chain, or 1e-37 absolute for tiny outputs).
+void ExpectOutputStatsOf(Kernel k, NormContext& ctx, const Inputs& in, const Options& o,
+                         const Outputs& plain) {
+  ValueStats got;
+  const Outputs with_stats = RunKernel(k, /*fast=*/true, ctx, in, o, &got);
+  ASSERT_EQ(std::memcmp(with_stats.y.data(), plain.y.data(), plain.y.size() * sizeof(float)),
+            0)
+      << Name(k) << ": the output changed when its statistics were asked for";
+  const ValueStats want =
+      ValueStatsReference(plain.y.data(), static_cast<int64_t>(plain.y.size()));
+  EXPECT_EQ(got.count, want.count) << Name(k);
+  EXPECT_EQ(got.nan, want.nan) << Name(k);
+  EXPECT_EQ(got.inf, want.inf) << Name(k);
+  EXPECT_EQ(got.abs_max, want.abs_max) << Name(k);
+  EXPECT_NEAR(got.sum_squares, want.sum_squares, 1e-5 * want.sum_squares + 1e-37)
+      << Name(k);
+}
+
+// Runs one kernel on private copies of the inputs, with the aliasing and alignment
+// `o` asks for; fast hand loops also run with output statistics (checked above).
+Outputs RunKernel(Kernel k, bool fast, NormContext& ctx, const Inputs& in,
+                  const Options& o, ValueStats* output_stats) {
   const int64_t n = in.rows * in.dim;
   Placed x(in.x, o.misaligned), residual(in.residual, o.misaligned);
   Placed y(std::vector<float>(n), o.misaligned || o.y_misaligned);
@@ -269,6 +295,7 @@ Outputs RunKernel(Kernel k, bool fast, NormContext& ctx, const Inputs& in,
                      : o.residual == ResidualMode::kOutIsResidual ? residual.data()
                                                                   : out.data();
   }
+  p.output_stats = output_stats;
   float* y_ptr = o.in_place ? x.data() : y.data();
   if (fast) {
     RunFast(k, ctx, x.data(), in.rows, in.dim, p, y_ptr);
@@ -279,6 +306,9 @@ Outputs RunKernel(Kernel k, bool fast, NormContext& ctx, const Inputs& in,
   result.y.assign(y_ptr, y_ptr + n);
   if (p.residual_out != nullptr)
     result.residual_out.assign(p.residual_out, p.residual_out + n);
+  if (fast && output_stats == nullptr && k != Kernel::kLayerNormOneDnn) {
+    ExpectOutputStatsOf(k, ctx, in, o, result);
+  }
   return result;
 }
 
