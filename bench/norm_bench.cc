@@ -100,7 +100,19 @@ void StreamCopy(const float* x, float* y, int64_t n) {
 std::unique_ptr<Data> g_data;
 SpinBarrier g_barrier;
 
-enum class Op { kLayerNorm, kRmsNorm, kAddRmsNorm, kCopy1, kCopy2, kStreamCopy };
+// kRmsNormStats takes the output's statistics in the kernel's output pass
+// (NormParams::output_stats, as Normalize does); kRmsNormThenStats reads the output
+// again for them (ComputeValueStats, what Normalize did before).
+enum class Op {
+  kLayerNorm,
+  kRmsNorm,
+  kRmsNormStats,
+  kRmsNormThenStats,
+  kAddRmsNorm,
+  kCopy1,
+  kCopy2,
+  kStreamCopy
+};
 
 // The arrays an op reads plus writes, in units of rows * dim floats.
 int Arrays(Op op) { return op == Op::kAddRmsNorm || op == Op::kCopy2 ? 4 : 2; }
@@ -141,6 +153,21 @@ void RunSpec(benchmark::State& state, Op op) {
         p.epsilon = 1e-6f;
         RmsNorm(ctx, d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
         break;
+      case Op::kRmsNormStats: {
+        ValueStats stats;
+        p.epsilon = 1e-6f;
+        p.output_stats = &stats;
+        RmsNorm(ctx, d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
+        benchmark::DoNotOptimize(stats);
+        break;
+      }
+      case Op::kRmsNormThenStats: {
+        p.epsilon = 1e-6f;
+        RmsNorm(ctx, d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
+        ValueStats stats = ComputeValueStats(d.y.data() + offset, my_rows * dim);
+        benchmark::DoNotOptimize(stats);
+        break;
+      }
       case Op::kAddRmsNorm:
         p.epsilon = 1e-6f;
         p.residual = d.r.data() + offset;
@@ -169,6 +196,10 @@ void RunSpec(benchmark::State& state, Op op) {
 
 void BM_LayerNorm(benchmark::State& state) { RunSpec(state, Op::kLayerNorm); }
 void BM_RmsNorm(benchmark::State& state) { RunSpec(state, Op::kRmsNorm); }
+void BM_RmsNormStats(benchmark::State& state) { RunSpec(state, Op::kRmsNormStats); }
+void BM_RmsNormThenStats(benchmark::State& state) {
+  RunSpec(state, Op::kRmsNormThenStats);
+}
 void BM_AddRmsNorm(benchmark::State& state) { RunSpec(state, Op::kAddRmsNorm); }
 void BM_Copy(benchmark::State& state) { RunSpec(state, Op::kCopy1); }
 void BM_Copy2(benchmark::State& state) { RunSpec(state, Op::kCopy2); }
@@ -186,6 +217,8 @@ BENCHMARK(BM_Copy)->Apply(SpecShapes);
 BENCHMARK(BM_StreamCopy)->Apply(SpecShapes);
 BENCHMARK(BM_LayerNorm)->Apply(SpecShapes);
 BENCHMARK(BM_RmsNorm)->Apply(SpecShapes);
+BENCHMARK(BM_RmsNormStats)->Apply(SpecShapes);
+BENCHMARK(BM_RmsNormThenStats)->Apply(SpecShapes);
 BENCHMARK(BM_Copy2)->Apply(SpecShapes);
 BENCHMARK(BM_AddRmsNorm)->Apply(SpecShapes);
 
