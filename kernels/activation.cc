@@ -114,22 +114,21 @@ bool UsesStreamingStores(int64_t n) {
 
 // Measured on the target machine (AVX-512, one thread, bench/activation_bench.cc
 // BM_Path*, GB/s of CPU time; Highway vs oneDNN, chunked as above):
-//   GELU      8K: 6.5 vs 11.9, 64K: 7.9 vs 12.1, 256K: 8.9 vs 10.9 -> oneDNN from 8K;
-//   tanh      8K: 13.7 vs 13.9, 64K: 13.7 vs 15.3, 256K: 13.2 vs 15.5
-//             -> oneDNN from 64K (the small chunk's per-execute cost eats its lead);
+//   GELU      8K: 6.5 vs 11.9, 64K: 7.9 vs 12.1, 256K: 8.9 vs 10.9 -> oneDNN from 8K
+//             (at 16M elements, DRAM, the two are within noise);
 //   sigmoid   8K: 25.3 vs 18.0, 256K: 25.6 vs 17.6, 16M: 20.3 vs 13.4 since its
 //             exp is OnePlusExp (activation_hwy.cc); it was 16.2 vs 18.0 at 256K
-//             with hwy's Exp. SiLU, GELU-tanh and QuickGELU were faster in
-//             Highway already: Highway at every size.
-// At 16M elements (DRAM) the two are within noise for GELU and tanh.
+//             with hwy's Exp;
+//   tanh      8K: 31.6 vs 14.9, 256K: 31.5 vs 15.1, 16M: 22.3 vs 11.2 since it is
+//             a rational function; it was 13.2 vs 15.5 at 256K with hwy's Tanh.
+// SiLU, GELU-tanh and QuickGELU were faster in Highway already. All but GELU:
+// Highway at every size.
 // oneDNN's ReLU is as fast as Highway's but maps NaN to 0 (PyTorch keeps NaN), so
 // ReLU always takes Highway.
 bool ActivateUsesOneDnn(Activation act, int64_t n) {
   switch (act) {
     case Activation::kGelu:
       return n >= kOneDnnSmallChunk;
-    case Activation::kTanh:
-      return n >= kOneDnnChunk;
     default:
       return false;
   }
