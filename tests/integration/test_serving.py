@@ -174,10 +174,15 @@ def test_numeric_health_metrics_count_what_was_sent(server, stub):
     def m(name, **labels):
         return server.metric_sum(name, **labels)
 
-    before = {k: m("layerserve_nonfinite_values_total", method="Normalize", where=w, kind=k2)
-              for k, (w, k2) in {"in_nan": ("input", "nan"), "in_inf": ("input", "inf"),
-                                 "out_nan": ("output", "nan"),
-                                 "out_inf": ("output", "inf")}.items()}
+    def nonfinite():
+        """Normalize's NaN and Inf counters, input and output."""
+        return {k: m("layerserve_nonfinite_values_total", method="Normalize", where=w,
+                     kind=kind)
+                for k, (w, kind) in {"in_nan": ("input", "nan"), "in_inf": ("input", "inf"),
+                                     "out_nan": ("output", "nan"),
+                                     "out_inf": ("output", "inf")}.items()}
+
+    before = nonfinite()
     zero_rows = m("layerserve_zero_variance_rows_total")
     # Row 0: one NaN; row 1: two NaN; row 2: +Inf and -Inf; row 3: finite; row 4:
     # zeros. A row with a NaN or an Inf normalizes to all NaN.
@@ -186,10 +191,7 @@ def test_numeric_health_metrics_count_what_was_sent(server, stub):
                   [0, 0, 0, 0]], np.float32)
     stub.Normalize(pb.NormalizeRequest(kind=pb.RMS_NORM, input=array_tensor(x, "float32")))
     assert wait_for(lambda: m("layerserve_zero_variance_rows_total") == zero_rows + 1)
-    after = {k: m("layerserve_nonfinite_values_total", method="Normalize", where=w, kind=k2)
-             for k, (w, k2) in {"in_nan": ("input", "nan"), "in_inf": ("input", "inf"),
-                                "out_nan": ("output", "nan"),
-                                "out_inf": ("output", "inf")}.items()}
+    after = nonfinite()
     assert {k: after[k] - before[k] for k in after} == {
         "in_nan": 3, "in_inf": 2, "out_nan": 12, "out_inf": 0}
 
@@ -202,16 +204,14 @@ def test_numeric_health_metrics_count_what_was_sent(server, stub):
     x = np.array([[inf, 1, 2, 3], [1, 2, nan, 4], [3e38, -3e38, 3e38, -3e38],
                   [1, 2, 3, 4]], np.float32)
     weight = np.array([1, 1, 0, 1], np.float32)
-    stub.Normalize(pb.NormalizeRequest(kind=pb.LAYER_NORM, input=array_tensor(x, "float32"),
-                                       weight=array_tensor(weight, "float32")))
-    stub.Normalize(pb.NormalizeRequest(kind=pb.LAYER_NORM,
-                                       input=array_tensor(x[3:], "float32")))
+    with_weight = pb.NormalizeRequest(kind=pb.LAYER_NORM, input=array_tensor(x, "float32"),
+                                      weight=array_tensor(weight, "float32"))
+    finite_only = pb.NormalizeRequest(kind=pb.LAYER_NORM, input=array_tensor(x[3:], "float32"))
+    stub.Normalize(with_weight)
+    stub.Normalize(finite_only)
     assert wait_for(lambda: m("layerserve_nonfinite_values_total", method="Normalize",
                               where="output", kind="nan") == before["out_nan"] + 12)
-    after = {k: m("layerserve_nonfinite_values_total", method="Normalize", where=w, kind=k2)
-             for k, (w, k2) in {"in_nan": ("input", "nan"), "in_inf": ("input", "inf"),
-                                "out_nan": ("output", "nan"),
-                                "out_inf": ("output", "inf")}.items()}
+    after = nonfinite()
     assert {k: after[k] - before[k] for k in after} == {
         "in_nan": 1, "in_inf": 1, "out_nan": 12, "out_inf": 0}
 
