@@ -119,6 +119,8 @@ def test_calls_reach_every_replica_and_survive_a_stopped_one(replicas, tmp_path)
         stopped_ok = requests_ok(stopped.metrics())
         survivors = [requests_ok(r.metrics()) for r in replicas[:2]]
         stopped.proc.terminate()
+        # Until the replica has taken the signal, a call may still be served by it.
+        assert wait_for(lambda: "draining" in stopped.output(), timeout=30)
         options = [("grpc.service_config", RETRY_CONFIG)]
         with grpc.insecure_channel(f"127.0.0.1:{nginx.port}", options=options) as channel:
             stub = pb_grpc.LayerServiceStub(channel)

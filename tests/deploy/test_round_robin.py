@@ -48,6 +48,8 @@ def test_round_robin_over_three_replicas_and_around_a_draining_one():
             before = [requests_ok(r.metrics()) for r in others]
             draining_before = requests_ok(draining.metrics())
             draining.proc.terminate()
+            # Until the replica has taken the signal, a call may still be served by it.
+            assert wait_for(lambda: "draining" in draining.output(), timeout=30)
             for _ in range(CALLS):
                 checked_normalize(stub, rng)
             assert draining.stop() == 0, draining.output()
