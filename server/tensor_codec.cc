@@ -146,7 +146,7 @@ int64_t EncodeTensor(const std::vector<int64_t>& shape, const float* values,
   out->mutable_shape()->Assign(shape.begin(), shape.end());
   out->set_dtype(ElementTypeToProto(type));
   std::string* data = out->mutable_data();
-  data->resize(count * kernels::ElementSize(type));
+  ResizeUninitialized(data, count * kernels::ElementSize(type));  // All written below.
   if (stats != nullptr && type == ElementType::kFloat32) {
     *stats = kernels::CopyWithValueStats(values, count, reinterpret_cast<float*>(data->data()));
     return 0;

@@ -6,6 +6,7 @@
 #define LAYERSERVE_SERVER_TENSOR_CODEC_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "kernels/dtype.h"
 #include "kernels/value_stats.h"
 #include "layerserve/v1/layerserve.pb.h"
+#include "server/uninitialized_string.h"
 
 namespace layerserve {
 
@@ -148,24 +150,27 @@ int64_t EncodeTensor(const std::vector<int64_t>& shape, const float* values,
 // a conversion for 16-bit dtypes. Returns the numeric health of the values. A fill
 // that takes their statistics itself, in the pass that writes them, passes where
 // it leaves them as `stats_taken_by_fill`; else they take a second pass.
+// REQUIRES: `fill` writes all `count` values (`out` is not zeroed first).
 template <typename Fill>
 OutputHealth FillTensor(const std::vector<int64_t>& shape, int64_t count,
                         kernels::ElementType type, v1::Tensor* out, Fill fill,
                         const kernels::ValueStats* stats_taken_by_fill = nullptr) {
   OutputHealth health;
   if (type != kernels::ElementType::kFloat32) {
-    std::vector<float> values(count);
-    fill(values.data());
+    // Not zeroed: `fill` writes every value.
+    const std::unique_ptr<float[]> values(new float[count]);
+    fill(values.get());
     if (stats_taken_by_fill != nullptr) health.stats = *stats_taken_by_fill;
     health.saturated =
-        EncodeTensor(shape, values.data(), count, type, out,
+        EncodeTensor(shape, values.get(), count, type, out,
                      stats_taken_by_fill != nullptr ? nullptr : &health.stats);
     return health;
   }
   out->mutable_shape()->Assign(shape.begin(), shape.end());
   out->set_dtype(v1::FLOAT32);
   std::string* data = out->mutable_data();
-  data->resize(static_cast<size_t>(count) * sizeof(float));
+  // Not zeroed first: `fill` writes every value.
+  ResizeUninitialized(data, static_cast<size_t>(count) * sizeof(float));
   // std::string storage comes from operator new: aligned for float.
   float* values = reinterpret_cast<float*>(data->data());
   fill(values);

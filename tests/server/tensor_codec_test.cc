@@ -1,6 +1,7 @@
 // Every rule of ValidateTensor/DecodeTensor, with the exact code and the field named.
 #include "server/tensor_codec.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -267,6 +268,42 @@ TEST(TensorCodecTest, EncodingCountsSaturatedValues) {
   // 1e6 is beyond float16's 65504; an input that is already Inf is not saturation.
   EXPECT_EQ(EncodeTensor({4}, values, 4, kernels::ElementType::kFloat16, &out), 2);
   EXPECT_EQ(out.data().size(), 8u);
+}
+
+TEST(TensorCodecTest, ResizeUninitializedKeepsThePrefixAndSetsTheSize) {
+  std::string s = "abc";
+  ResizeUninitialized(&s, 1 << 20);
+  ASSERT_EQ(s.size(), 1u << 20);
+  EXPECT_EQ(s.compare(0, 3, "abc"), 0);
+  EXPECT_EQ(s.c_str()[s.size()], '\0');  // Still a terminated std::string.
+  ResizeUninitialized(&s, 2);
+  EXPECT_EQ(s, "ab");
+}
+
+// Outputs are written into the reply's bytes without zeroing them first: a tensor
+// whose bytes held something else comes out as exactly the new values, at every
+// dtype and through both the kernel-writes-in-place and the converting path.
+TEST(TensorCodecTest, OutputsOverwriteWhateverTheTensorHeld) {
+  const std::vector<float> values = {1.5f, -2.0f, 0.25f, 3.0f, -0.5f, 7.0f, 8.0f};
+  const int64_t n = static_cast<int64_t>(values.size());
+  for (auto type : {kernels::ElementType::kFloat32, kernels::ElementType::kBfloat16,
+                    kernels::ElementType::kFloat16}) {
+    SCOPED_TRACE(static_cast<int>(type));
+    v1::Tensor filled;
+    filled.set_data(std::string(4096, 'A'));
+    FillTensor({n}, n, type, &filled,
+               [&](float* out) { std::copy(values.begin(), values.end(), out); });
+    v1::Tensor encoded;
+    encoded.set_data(std::string(4096, 'A'));
+    EncodeTensor({n}, values.data(), n, type, &encoded);
+    for (const v1::Tensor* t : {&filled, &encoded}) {
+      ASSERT_EQ(t->data().size(), n * kernels::ElementSize(type));
+      auto decoded = DecodeTensor(*t, "t", RankRange{1, 1});
+      ASSERT_TRUE(decoded.ok()) << decoded.status();
+      EXPECT_EQ(std::vector<float>(decoded->values.data(), decoded->values.data() + n),
+                values);
+    }
+  }
 }
 
 TEST(TensorCodecTest, OutputTypeDefaultsToInput) {
