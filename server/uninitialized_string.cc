@@ -17,16 +17,18 @@ namespace layerserve {
 
 void ResizeUninitialized(std::string* s, size_t size) {
 #if defined(__cpp_lib_string_resize_and_overwrite)
-  s->resize_and_overwrite(size, [](char* bytes, size_t n) {
+  // The callback returns `size`, not its second argument: libstdc++ 12 passes the
+  // capacity it grew to (up to twice the old one) there, not the size asked for.
+  s->resize_and_overwrite(size, [size](char* bytes, size_t) {
 #if defined(LAYERSERVE_POISON_UNINITIALIZED)
     // Sanitizer builds (the ASan test run, the fuzzers) fill the bytes with 0xff, a
     // float32 NaN and 16-bit NaN: a caller that leaves an output value unwritten
     // fails its comparison there instead of sending stale heap bytes here.
-    std::memset(bytes, 0xff, n);
+    std::memset(bytes, 0xff, size);
 #else
     (void)bytes;
 #endif
-    return n;
+    return size;
   });
 #else
   s->resize(size);  // A standard library without it: zeros, then the caller's bytes.

@@ -271,6 +271,13 @@ TEST(TensorCodecTest, EncodingCountsSaturatedValues) {
 }
 
 TEST(TensorCodecTest, ResizeUninitializedKeepsThePrefixAndSetsTheSize) {
+  // Growing past the inline buffer (15 bytes) allocates twice that: the size must
+  // still be the one asked for.
+  for (size_t size : {1, 15, 16, 17, 29, 30, 31, 1000}) {
+    std::string grown;
+    ResizeUninitialized(&grown, size);
+    EXPECT_EQ(grown.size(), size);
+  }
   std::string s = "abc";
   ResizeUninitialized(&s, 1 << 20);
   ASSERT_EQ(s.size(), 1u << 20);
