@@ -14,8 +14,8 @@
 //    write n), 1.5 F per row for the gated ones (read 2F, write F).
 //  - Path: the two element-wise strategies (internal::ActivateHighway with and
 //    without streaming stores, internal::ActivateOneDnn) per activation and size on
-//    one thread: the measurements behind internal::ActivateUsesOneDnn and
-//    internal::UsesStreamingStores.
+//    one thread: the measurements behind Activate()'s choice of Highway
+//    (activation.cc) and internal::UsesStreamingStores.
 //
 // docs/BENCHMARKS.md has the commands and the numbers; bench/torch_activation_bench.py
 // is the PyTorch eager peer.

@@ -3,9 +3,10 @@
 // ReGLU).
 //
 // Every fast kernel has a scalar *Reference twin with the same contract; tests hold
-// one to the other. All functions are pure on plain memory; the fast ones keep
-// per-caller state (oneDNN primitives) in an ActivationContext, which is not
-// thread-safe: give each worker thread its own.
+// one to the other. All functions are pure on plain memory. The fast ones take an
+// ActivationContext, per-caller state (the oneDNN primitives of the alternative
+// path, activation_internal.h), which is not thread-safe: give each worker thread
+// its own.
 //
 // Semantics are PyTorch's (1.13) in float32, formulas as torch writes them:
 //   kRelu       max(x, 0); NaN stays NaN, -0 stays -0 (torch.relu).
@@ -22,10 +23,9 @@
 // Finite inputs of any magnitude give finite outputs (e.g. silu(-1e20) = -0); a
 // gated product act(gate) * up may still overflow to +-inf, as in PyTorch.
 //
-// Threads: the fast element-wise kernels may run oneDNN, whose OpenMP runtime
-// parallelizes each call over omp_get_max_threads() of the calling thread. Callers
-// that run kernels on their own worker threads call omp_set_num_threads(1) on each
-// worker first. The kernels themselves never start threads.
+// Threads: the kernels never start threads. (oneDNN's alternative path
+// parallelizes each call over omp_get_max_threads() of the calling thread; the
+// server's workers call omp_set_num_threads(1) first, for every oneDNN kernel.)
 #ifndef LAYERSERVE_KERNELS_ACTIVATION_H_
 #define LAYERSERVE_KERNELS_ACTIVATION_H_
 

@@ -1,7 +1,7 @@
-// Internal to the activation kernels, not part of the API: the two element-wise
-// strategies behind Activate() (Highway loops and oneDNN eltwise) and the rule that
-// picks one per activation and size, exposed so that tests hold each strategy to
-// the reference and the benchmark times each.
+// Internal to the activation kernels, not part of the API: the Highway loops behind
+// Activate() and GatedActivate(), and oneDNN's eltwise, the alternative they were
+// measured against (activation.cc), exposed so that tests hold each to the
+// reference and the benchmark times each.
 #ifndef LAYERSERVE_KERNELS_ACTIVATION_INTERNAL_H_
 #define LAYERSERVE_KERNELS_ACTIVATION_INTERNAL_H_
 
@@ -32,10 +32,6 @@ inline constexpr int64_t kOneDnnChunk = 1 << 16;
 inline constexpr int64_t kOneDnnSmallChunk = 1 << 13;
 void ActivateOneDnn(ActivationContext& ctx, Activation act, const float* x, int64_t n,
                     float* y);
-
-// True when Activate() takes oneDNN for this activation and size (measured; see
-// activation.cc).
-bool ActivateUsesOneDnn(Activation act, int64_t n);
 
 // True when the fast kernels write an output of n values with streaming stores.
 bool UsesStreamingStores(int64_t n);

@@ -4,13 +4,14 @@
 // this CPU runs --, oneDNN eltwise) for every activation, on
 // D in {1, 7, 64, 4096, 4097} x T in {1, 3, 512}, aligned and misaligned by one
 // element, in place; then magnitudes near 1e4 and 1e20, NaN and +-Inf, a dense
-// sweep over all float32 magnitudes (the erf behind GELU above all), PyTorch's
+// sweep over all float32 magnitudes (GELU's tail above all), PyTorch's
 // values at the extremes, the primitive cache and per-thread contexts.
 //
 // Tolerance, element-wise: |fast - ref| <= 8 eps32 max(1, |ref|), eps32 = 2^-23.
 // The reference is the formula in double rounded once, so this bounds the fast
-// kernel's own float32 error. Each fast formula is a short chain: exp (1 ulp:
-// Cephes' expf in OnePlusExp, hwy's in GELU) or tanh (a rational fit, 3 ulp), then
+// kernel's own float32 error. Each fast formula is a short chain: exp (1-2 ulp:
+// Cephes' expf in OnePlusExp, a fitted polynomial in GELU, which multiplies it by a
+// rational fit) or tanh (a rational fit, 3 ulp), then
 // an add, a division and a product, each rounding by half an ulp of an
 // O(max(1, |y|)) value; a few ulps in all, and we
 // observe at most 2.2 eps32 (oneDNN's GELU at x = -3.1). 8 ulps leaves margin and
@@ -22,7 +23,7 @@
 // to -0), but it stays far below anything the float32 wire or PyTorch resolves.
 // Gated: y = float(act(g)) * u, so act's error is scaled by |u| and the product
 // rounds once more: |fast - ref| <= 8 eps32 max(|u|, |ref|) + eps32 |ref|.
-// GELU's erf is held tighter still in the sweep (see DenseSweep).
+// The Highway GELU is also held to a relative bound (GeluErfTest).
 #include "kernels/activation.h"
 
 #include <gtest/gtest.h>
@@ -443,22 +444,22 @@ TEST_P(DenseSweepTest, EveryMagnitudeFromSubnormalToMax) {
   ExpectClose(fast.data(), ref.data(), nullptr, n, "sweep");
 }
 
-// The erf behind the Highway GELU, relative to the output wherever it is a normal
-// float (down to GELU(-13.2) ~ 1e-38): |fast - ref| <= (16 + 2 x^2) 2^-24 |ref|.
-// The x^2 term is the rounding of erfc's exponent E = P(t) - a^2, a = |x|/sqrt2
-// (activation_hwy.cc): a is rounded twice (the constant 1/sqrt2 and the product,
-// 2^-24 relative each), which moves a^2 = x^2/2 by up to x^2 2^-24; E itself
-// rounds by half an ulp, <= x^2/2 2^-24; and without FMA (SSE4 and below) so does
-// a*a, another x^2/2 2^-24. An absolute error in E is a relative one in exp(E).
-// 16 covers the rest: exp's ulp, the erfc fit's 1.1e-7, t's division and the final
-// products. Observed worst: 0.89 of the bound (SSE4, x = -11.7), 0.80 with FMA.
+// The Highway GELU, relative to its output wherever that is a normal float (down
+// to GELU(-13.2) ~ 1e-38): |fast - ref| <= (10 + x^2) 2^-24 |ref|. The x^2 term is
+// the rounding of the exponent -t^2/2, t = |x| (activation_hwy.cc, struct Gelu):
+// t*t rounds by up to t^2 2^-24 relative, an absolute error of t^2/2 2^-24 in the
+// exponent, which is a relative one in exp. 10 covers the rest: the fit of Mills'
+// ratio (1.7 2^-24 below |x| = 1, tests/unit/gelu_erfc_fit.py), exp's polynomial
+// (1.9), its evaluation and the final products. Observed worst: 0.7-1.0 of the
+// bound near |x| = 0.07 on every target (the x^2 term is half used); the erfc
+// form GELU had before needed (16 + 2 x^2).
 void ExpectGeluRelativelyClose(const std::vector<float>& x, const std::vector<float>& fast,
                                const std::vector<float>& ref) {
   int reported = 0, checked = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     if (!(std::fabs(ref[i]) >= std::numeric_limits<float>::min())) continue;
     const double xi = x[i];
-    const double tol = (16 + 2 * xi * xi) * std::ldexp(1.0, -24) * std::fabs(ref[i]);
+    const double tol = (10 + xi * xi) * std::ldexp(1.0, -24) * std::fabs(ref[i]);
     ++checked;
     if (!(std::fabs(static_cast<double>(fast[i]) - ref[i]) <= tol) && reported++ < 5) {
       ADD_FAILURE() << "x " << x[i] << ": fast " << fast[i] << " ref " << ref[i]
@@ -565,15 +566,7 @@ TEST(ActivationTest, EmptyInputsWriteNothing) {
   EXPECT_EQ(y, 42);
 }
 
-TEST(ActivationDispatchTest, OneDnnWhereMeasuredFasterAndMatchingPyTorch) {
-  for (int64_t n : {int64_t{1}, int64_t{4096}, int64_t{1} << 24}) {
-    EXPECT_FALSE(internal::ActivateUsesOneDnn(Activation::kRelu, n)) << n;
-    EXPECT_FALSE(internal::ActivateUsesOneDnn(Activation::kSilu, n)) << n;
-  }
-  EXPECT_FALSE(internal::ActivateUsesOneDnn(Activation::kGelu, 4096));
-  EXPECT_TRUE(internal::ActivateUsesOneDnn(Activation::kGelu, internal::kOneDnnSmallChunk));
-  EXPECT_FALSE(internal::ActivateUsesOneDnn(Activation::kTanh, int64_t{1} << 24));
-  EXPECT_FALSE(internal::ActivateUsesOneDnn(Activation::kSigmoid, int64_t{1} << 24));
+TEST(ActivationDispatchTest, StreamingStoresOnlyFarPastTheCaches) {
   EXPECT_FALSE(internal::UsesStreamingStores(4096));
   EXPECT_TRUE(internal::UsesStreamingStores(int64_t{1} << 24));
 }
