@@ -110,10 +110,11 @@ struct GeluTanh {
 // either way and there is no cancellation of 1 + erf. M(t) = q(t) exp(t^2 / 2) is
 // smooth, 1/2 at 0 and ~1 / (t sqrt(2 pi)) far out; P / Q of degree 3 over 4 fits
 // it (tests/unit/gelu_erfc_fit.py, which also checks this evaluation in float32:
-// at most 0.42 of activation_test.cc's (16 + 2 x^2) 2^-24 relative bound, 7 2^-24
-// below |x| = 1). exp is reduced as in OnePlusExp with a degree-5 polynomial
-// fitted there. The rounding of t^2 / 2 moves the exponent by up to t^2 / 2 2^-24,
-// a relative error where GELU is already tiny (2e-6 at x = -6, |GELU| 6e-9).
+// at most 0.82 of activation_test.cc's (10 + x^2) 2^-24 relative bound, 7 2^-24
+// below |x| = 1). exp is reduced as in OnePlusExp, with a degree-5 polynomial
+// fitted by the same script. The rounding of t^2 / 2 moves the exponent by up to
+// t^2 / 2 2^-24, a relative error where GELU is already tiny (1e-6 at x = -6,
+// |GELU| 6e-9).
 // About 30 operations: the erfc-based version it replaces (Numerical Recipes'
 // erfcc, a degree-9 polynomial inside hwy's Exp) took half as many again.
 struct Gelu {
