@@ -25,6 +25,7 @@
 #include "hwy/highway.h"
 #include "kernels/norm.h"
 #include "kernels/norm_internal.h"
+#include "kernels/value_tally-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace layerserve::kernels {
@@ -138,45 +139,15 @@ enum class Scale { kNone, kWeight, kOffsetWeight };
 // x + residual is also stored to s_out. Each variant is its own instantiation,
 // so the inner loop has no branches. Every index is read before it is written,
 // so y may equal x, and s_out x or residual.
-// What an output pass has written so far, for NormParams::output_stats: kept in
-// vectors while the pass runs; TakeRow() folds each row into a ValueStats.
-struct Tally {
-  V abs_max;                // Over finite lanes, every row so far.
-  V sum_sq;                 // Over finite lanes, this row.
-  hn::Mask<D> non_finite;  // Some lane of this row was NaN or Inf.
-};
-
-HWY_INLINE Tally EmptyTally(D d) { return {hn::Zero(d), hn::Zero(d), hn::FirstN(d, 0)}; }
-
-// Adds the row y_row[0, n) just written, whose lanes `t` tallied, to `stats`: its
-// float sum of squares when every value was finite and the sum did not overflow,
-// else the row again, value by value, as ValueStatsReference counts it.
-void TakeRow(Tally& t, const float* y_row, size_t n, ValueStats& stats) {
-  const D d;
-  const float sum_sq = hn::GetLane(hn::SumOfLanes(d, t.sum_sq));
-  if (hn::AllFalse(d, t.non_finite) && std::isfinite(sum_sq)) {
-    stats.count += static_cast<int64_t>(n);
-    stats.sum_squares += sum_sq;
-  } else {
-    stats.Merge(ValueStatsReference(y_row, static_cast<int64_t>(n)));
-  }
-  t.sum_sq = hn::Zero(d);
-  t.non_finite = hn::FirstN(d, 0);
-}
-
-// The end of a call with output statistics: the abs-max of every tallied row.
-void TakeAbsMax(const Tally& t, ValueStats& stats) {
-  const D d;
-  stats.abs_max = std::max(stats.abs_max, hn::GetLane(hn::MaxOfLanes(d, t.abs_max)));
-}
-
+// What an output pass has written so far, for NormParams::output_stats, is a
+// ValueTally (value_tally-inl.h), folded after every row.
 template <bool kCentered, Scale kScale, bool kShift, bool kResidual, bool kStream,
           bool kStats>
 struct Output {
   float pivot, offset, rstd;
   const float* w;  // [n], or null when kScale is kNone.
   const float* b;  // [n], or null when kShift is false.
-  Tally* tally;    // Tallies every value written when kStats; else unused.
+  ValueTally* tally;  // Tallies every value written when kStats; else unused.
 
   void Row(const float* x, const float* r, float* s_out, size_t n, float* y) const {
     const D d;
@@ -202,15 +173,9 @@ struct Output {
     };
     // The tally in registers for the row (stores through y could alias it, as
     // above), written back at the end.
-    Tally t = kStats ? *tally : Tally{};
+    ValueTally t = kStats ? *tally : ValueTally();
     const auto track = [&](V v) HWY_ATTR {
-      if constexpr (kStats) {
-        const auto finite = hn::IsFinite(v);
-        t.non_finite = hn::Or(t.non_finite, hn::Not(finite));
-        const V f = hn::IfThenElseZero(finite, v);
-        t.abs_max = hn::Max(t.abs_max, hn::Abs(f));
-        t.sum_sq = hn::MulAdd(f, f, t.sum_sq);
-      }
+      if constexpr (kStats) t.Add(v);
       return v;
     };
     // m < N elements from i, through buffers (weight and bias too: they are
@@ -296,7 +261,7 @@ template <Scale kScale, bool kResidual, bool kStream, bool kStats>
 void RmsNormRowsT(const float* x, int64_t rows, int64_t dim, const NormParams& p,
                   float* y) {
   const size_t n = static_cast<size_t>(dim);
-  Tally tally = EmptyTally(D());
+  ValueTally tally;
   ValueStats stats;
   for (int64_t row = 0; row < rows; ++row) {
     const float* x_row = x + row * dim;
@@ -312,11 +277,10 @@ void RmsNormRowsT(const float* x, int64_t rows, int64_t dim, const NormParams& p
     const Output</*kCentered=*/false, kScale, /*kShift=*/false, kResidual, kStream, kStats>
         out{0.0f, 0.0f, rstd, p.weight, nullptr, &tally};
     out.Row(x_row, r_row, s_row, n, y_row);
-    if constexpr (kStats) TakeRow(tally, y_row, n, stats);
+    if constexpr (kStats) tally.Fold(y_row, n, stats);
   }
   if constexpr (kStream) hwy::FlushStream();  // Order the streaming stores.
   if constexpr (kStats) {
-    TakeAbsMax(tally, stats);
     *p.output_stats = stats;
   }
 }
@@ -327,7 +291,7 @@ void LayerNormRowsT(const float* x, int64_t rows, int64_t dim, const NormParams&
                     float* y) {
   const size_t n = static_cast<size_t>(dim);
   const float count = static_cast<float>(dim);
-  Tally tally = EmptyTally(D());
+  ValueTally tally;
   ValueStats stats;
   for (int64_t row = 0; row < rows; ++row) {
     const float* x_row = x + row * dim;
@@ -374,11 +338,10 @@ void LayerNormRowsT(const float* x, int64_t rows, int64_t dim, const NormParams&
     const Output</*kCentered=*/true, kScale, kShift, kResidual, kStream, kStats> out{
         pivot, mean_offset, rstd, p.weight, p.bias, &tally};
     out.Row(x_row, r_row, s_row, n, y_row);
-    if constexpr (kStats) TakeRow(tally, y_row, n, stats);
+    if constexpr (kStats) tally.Fold(y_row, n, stats);
   }
   if constexpr (kStream) hwy::FlushStream();  // Order the streaming stores.
   if constexpr (kStats) {
-    TakeAbsMax(tally, stats);
     *p.output_stats = stats;
   }
 }

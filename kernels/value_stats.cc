@@ -1,8 +1,6 @@
 // ComputeValueStats / CopyWithValueStats in Google Highway, one copy per x86 target
-// dispatched at run time (as norm_loops.cc). Non-finite values are rare, so the
-// vector loop only notes that a chunk held one and redoes that chunk in scalar
-// code; squares are summed in float lanes per chunk of kChunk values and in double
-// across chunks, which keeps the RMS within ~1e-6 relative at any length.
+// dispatched at run time (as norm_loops.cc): a ValueTally (value_tally-inl.h)
+// folded every kChunk values.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/value_stats.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -13,6 +11,7 @@
 
 #include "hwy/highway.h"
 #include "kernels/value_stats.h"
+#include "kernels/value_tally-inl.h"
 
 // Once, not per target: the scalar step shared by the vector loop's tails and
 // redone chunks and by the reference.
@@ -46,33 +45,18 @@ ValueStats StatsPass(const float* HWY_RESTRICT x, int64_t n, float* HWY_RESTRICT
   const hn::ScalableTag<float> d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   ValueStats s;
-  s.count = n;
-  auto vmax = hn::Zero(d);
+  ValueTally tally;
   int64_t i = 0;
   while (n - i >= lanes) {
     const int64_t end = std::min(n, i + kChunk) - lanes;
     const int64_t chunk_start = i;
-    auto sum = hn::Zero(d);
-    auto bad = hn::FirstN(d, 0);  // All false.
     for (; i <= end; i += lanes) {
-      const auto v = hn::LoadU(d, x + i);
+      const auto v = tally.Add(hn::LoadU(d, x + i));
       if (kCopy) hn::StoreU(v, d, y + i);
-      const auto finite = hn::IsFinite(v);
-      bad = hn::Or(bad, hn::Not(finite));
-      const auto f = hn::IfThenElseZero(finite, v);
-      vmax = hn::Max(vmax, hn::Abs(f));
-      sum = hn::MulAdd(f, f, sum);
     }
-    const float chunk_sum = hn::GetLane(hn::SumOfLanes(d, sum));
-    if (hn::AllFalse(d, bad) && std::isfinite(chunk_sum)) {
-      s.sum_squares += chunk_sum;
-    } else {
-      // Non-finite values, or squares beyond float range (|x| > ~1.8e19): redo
-      // the chunk in scalar code, squares in double.
-      for (int64_t j = chunk_start; j < i; ++j) Account(x[j], s);
-    }
+    tally.Fold(x + chunk_start, static_cast<size_t>(i - chunk_start), s);
   }
-  s.abs_max = std::max(s.abs_max, hn::GetLane(hn::MaxOfLanes(d, vmax)));
+  s.count += n - i;
   for (; i < n; ++i) {
     if (kCopy) y[i] = x[i];
     Account(x[i], s);
