@@ -33,6 +33,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/activation_internal.h"
+#include "kernels/value_stats.h"
 
 namespace layerserve::kernels {
 namespace {
@@ -256,6 +257,56 @@ void PathShapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_PathHighway)->Apply(PathShapes);
 BENCHMARK(BM_PathHighwayStream)->Apply(PathShapes);
 BENCHMARK(BM_PathOneDnn)->Apply(PathShapes);
+
+// ---- Output statistics (what the server exports for every reply), one thread:
+// none, taken by Activate() as it writes (output_stats), or read afterwards with
+// ComputeValueStats as the server did before.
+
+enum class Stats { kNone, kFused, kAfter };
+
+void RunStats(benchmark::State& state, Stats stats) {
+  const Activation act = static_cast<Activation>(state.range(0));
+  const int64_t n = state.range(1);
+  omp_set_num_threads(1);
+  Data d(Layout::kUnary, 1, n);
+  ActivationContext ctx;
+  state.SetLabel(ActivationName(act));
+  ValueStats out;
+  for (auto _ : state) {
+    switch (stats) {
+      case Stats::kNone:
+        Activate(ctx, act, d.x.data(), n, d.y.data());
+        break;
+      case Stats::kFused:
+        Activate(ctx, act, d.x.data(), n, d.y.data(), &out);
+        break;
+      case Stats::kAfter:
+        Activate(ctx, act, d.x.data(), n, d.y.data());
+        out = ComputeValueStats(d.y.data(), n);
+        break;
+    }
+    benchmark::DoNotOptimize(out);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * n * 2 * sizeof(float));
+}
+
+void BM_StatsNone(benchmark::State& state) { RunStats(state, Stats::kNone); }
+void BM_StatsFused(benchmark::State& state) { RunStats(state, Stats::kFused); }
+void BM_StatsAfter(benchmark::State& state) { RunStats(state, Stats::kAfter); }
+
+void StatsShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"act", "n"});
+  for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kSilu}) {
+    for (int64_t n : {int64_t{1} << 18, int64_t{1} << 24}) {  // 1 MiB; 64 MiB.
+      b->Args({static_cast<int64_t>(act), n});
+    }
+  }
+}
+
+BENCHMARK(BM_StatsNone)->Apply(StatsShapes);
+BENCHMARK(BM_StatsFused)->Apply(StatsShapes);
+BENCHMARK(BM_StatsAfter)->Apply(StatsShapes);
 
 }  // namespace
 }  // namespace layerserve::kernels

@@ -32,6 +32,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/value_stats.h"
+
 namespace layerserve::kernels {
 
 enum class Activation { kRelu, kGelu, kGeluTanh, kSilu, kSigmoid, kTanh, kQuickGelu };
@@ -76,11 +78,14 @@ class ActivationContext {
   std::unique_ptr<Impl> impl_;
 };
 
-// Fast kernels, same contracts as the references.
+// Fast kernels, same contracts as the references. With `output_stats`, also set
+// *output_stats to the numeric health of y (value_stats.h), taken in the pass
+// that writes y rather than by reading it again.
 void Activate(ActivationContext& ctx, Activation act, const float* x, int64_t n,
-              float* y);
+              float* y, ValueStats* output_stats = nullptr);
 void GatedActivate(ActivationContext& ctx, Activation act, const float* gate,
-                   const float* up, int64_t rows, int64_t dim, int64_t stride, float* y);
+                   const float* up, int64_t rows, int64_t dim, int64_t stride, float* y,
+                   ValueStats* output_stats = nullptr);
 
 }  // namespace layerserve::kernels
 

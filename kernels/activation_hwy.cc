@@ -19,11 +19,14 @@
 #include "hwy/highway.h"
 #include "kernels/activation.h"
 #include "kernels/activation_internal.h"
+#include "kernels/value_stats.h"
+#include "kernels/value_tally-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace layerserve::kernels::internal {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+using ::layerserve::kernels::HWY_NAMESPACE::ValueTally;
 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
@@ -222,120 +225,155 @@ HWY_INLINE size_t HeadToAlign(const float* y, size_t n) {
   return misaligned == 0 ? 0 : std::min(n, lanes - misaligned);
 }
 
-// y[i] = op(x[i]). Loads are unaligned; y == x is fine (same index read first).
-template <class Op>
-void UnaryLoop(const float* x, size_t n, float* y, bool stream) {
-  const Op op;
+// With output statistics the tally is folded every kStatsChunk values (see
+// value_tally-inl.h).
+constexpr size_t kStatsChunk = 4096;
+
+// Writes y[0, n): `vector(i)` makes the output vector at index i, `partial(i, m)`
+// writes the m < one vector of values from i (an unaligned head, the tail). With
+// kStats, adds the statistics of what it wrote to *stats as it writes it. With
+// `stream` (and y float-aligned), vector stores are non-temporal; the caller
+// fences.
+template <bool kStats, class Vector, class Partial>
+HWY_INLINE void WriteOutput(size_t n, float* y, bool stream, ValueStats* stats,
+                            const Vector& vector, const Partial& partial) {
   const DF d;
   const size_t lanes = hn::Lanes(d);
+  // Values written by `partial`: few, counted one by one.
+  const auto partial_with_stats = [&](size_t i, size_t m) {
+    partial(i, m);
+    if constexpr (kStats) stats->Merge(ValueStatsReference(y + i, static_cast<int64_t>(m)));
+  };
   size_t i = 0;
   if (stream) {
     const size_t head = HeadToAlign(y, n);
     if (head >= lanes) {  // Unaligned floats: plain stores.
       stream = false;
     } else if (head > 0) {
-      UnaryPartial(op, x, head, y);
+      partial_with_stats(0, head);
       i = head;
     }
   }
-  if (stream) {
-    for (; i + lanes <= n; i += lanes) hn::Stream(op(d, hn::LoadU(d, x + i)), d, y + i);
-    hwy::FlushStream();  // Order the non-temporal stores before later writes.
+  if constexpr (kStats) {
+    ValueTally tally;
+    while (i + lanes <= n) {
+      const size_t start = i;
+      const size_t end = std::min(n, i + kStatsChunk);
+      if (stream) {
+        for (; i + lanes <= end; i += lanes) hn::Stream(tally.Add(vector(i)), d, y + i);
+      } else {
+        for (; i + lanes <= end; i += lanes) hn::StoreU(tally.Add(vector(i)), d, y + i);
+      }
+      tally.Fold(y + start, i - start, *stats);
+    }
+  } else if (stream) {
+    for (; i + lanes <= n; i += lanes) hn::Stream(vector(i), d, y + i);
   } else {
-    for (; i + lanes <= n; i += lanes) hn::StoreU(op(d, hn::LoadU(d, x + i)), d, y + i);
+    for (; i + lanes <= n; i += lanes) hn::StoreU(vector(i), d, y + i);
   }
   while (i < n) {  // The tail; also the whole of an unaligned head.
-    const size_t count = std::min(lanes, n - i);
-    UnaryPartial(op, x + i, count, y + i);
-    i += count;
+    const size_t m = std::min(lanes, n - i);
+    partial_with_stats(i, m);
+    i += m;
   }
 }
 
-// y[i] = op(g[i]) * u[i].
-template <class Op>
-void GatedLoop(const float* g, const float* u, size_t n, float* y, bool stream) {
+// y[i] = op(x[i]). Loads are unaligned; y == x is fine (same index read first).
+template <class Op, bool kStats>
+void UnaryLoop(const float* x, size_t n, float* y, bool stream, ValueStats* stats) {
   const Op op;
   const DF d;
-  const size_t lanes = hn::Lanes(d);
-  size_t i = 0;
-  if (stream) {
-    const size_t head = HeadToAlign(y, n);
-    if (head >= lanes) {
-      stream = false;
-    } else if (head > 0) {
-      GatedPartial(op, g, u, head, y);
-      i = head;
-    }
-  }
-  if (stream) {
-    // No fence here: GatedRows fences once after all rows (one per row cost ~25%
-    // on packed [2048, 2 x 4096]).
-    for (; i + lanes <= n; i += lanes) {
-      hn::Stream(hn::Mul(op(d, hn::LoadU(d, g + i)), hn::LoadU(d, u + i)), d, y + i);
-    }
-  } else {
-    for (; i + lanes <= n; i += lanes) {
-      hn::StoreU(hn::Mul(op(d, hn::LoadU(d, g + i)), hn::LoadU(d, u + i)), d, y + i);
-    }
-  }
-  while (i < n) {
-    const size_t count = std::min(lanes, n - i);
-    GatedPartial(op, g + i, u + i, count, y + i);
-    i += count;
-  }
+  WriteOutput<kStats>(
+      n, y, stream, stats, [&](size_t i) HWY_ATTR { return op(d, hn::LoadU(d, x + i)); },
+      [&](size_t i, size_t m) { UnaryPartial(op, x + i, m, y + i); });
+  if (stream) hwy::FlushStream();  // Order the non-temporal stores before later writes.
 }
 
-template <class Op>
-void GatedRows(const float* gate, const float* up, int64_t rows, int64_t dim,
-               int64_t stride, float* y, bool stream) {
+// y[i] = op(g[i]) * u[i]. No fence: GatedRows fences once after all rows (one
+// per row cost ~25% on packed [2048, 2 x 4096]).
+template <class Op, bool kStats>
+void GatedLoop(const float* g, const float* u, size_t n, float* y, bool stream,
+               ValueStats* stats) {
+  const Op op;
+  const DF d;
+  WriteOutput<kStats>(
+      n, y, stream, stats,
+      [&](size_t i) HWY_ATTR {
+        return hn::Mul(op(d, hn::LoadU(d, g + i)), hn::LoadU(d, u + i));
+      },
+      [&](size_t i, size_t m) { GatedPartial(op, g + i, u + i, m, y + i); });
+}
+
+template <class Op, bool kStats>
+void GatedRowsT(const float* gate, const float* up, int64_t rows, int64_t dim,
+                int64_t stride, float* y, bool stream, ValueStats* stats) {
   if (stride == dim) {  // Two contiguous tensors: one run over all of them.
-    GatedLoop<Op>(gate, up, static_cast<size_t>(rows * dim), y, stream);
+    GatedLoop<Op, kStats>(gate, up, static_cast<size_t>(rows * dim), y, stream, stats);
   } else {
     for (int64_t r = 0; r < rows; ++r) {
-      GatedLoop<Op>(gate + r * stride, up + r * stride, static_cast<size_t>(dim),
-                    y + r * dim, stream);
+      GatedLoop<Op, kStats>(gate + r * stride, up + r * stride, static_cast<size_t>(dim),
+                            y + r * dim, stream, stats);
     }
   }
   if (stream) hwy::FlushStream();  // Order the non-temporal stores before later writes.
 }
 
-void ActivateImpl(Activation act, const float* x, int64_t n, float* y, bool stream) {
+// The loops with or without output statistics: each its own instantiation, so the
+// plain one is the loop it was.
+template <class Op>
+void Unary(const float* x, size_t n, float* y, bool stream, ValueStats* stats) {
+  if (stats != nullptr) return UnaryLoop<Op, true>(x, n, y, stream, stats);
+  UnaryLoop<Op, false>(x, n, y, stream, nullptr);
+}
+
+template <class Op>
+void GatedRows(const float* gate, const float* up, int64_t rows, int64_t dim,
+               int64_t stride, float* y, bool stream, ValueStats* stats) {
+  if (stats != nullptr) {
+    return GatedRowsT<Op, true>(gate, up, rows, dim, stride, y, stream, stats);
+  }
+  GatedRowsT<Op, false>(gate, up, rows, dim, stride, y, stream, nullptr);
+}
+
+void ActivateImpl(Activation act, const float* x, int64_t n, float* y, bool stream,
+                  ValueStats* stats) {
   const size_t count = static_cast<size_t>(n);
   switch (act) {
     case Activation::kRelu:
-      return UnaryLoop<Relu>(x, count, y, stream);
+      return Unary<Relu>(x, count, y, stream, stats);
     case Activation::kGelu:
-      return UnaryLoop<Gelu>(x, count, y, stream);
+      return Unary<Gelu>(x, count, y, stream, stats);
     case Activation::kGeluTanh:
-      return UnaryLoop<GeluTanh>(x, count, y, stream);
+      return Unary<GeluTanh>(x, count, y, stream, stats);
     case Activation::kSilu:
-      return UnaryLoop<Silu>(x, count, y, stream);
+      return Unary<Silu>(x, count, y, stream, stats);
     case Activation::kSigmoid:
-      return UnaryLoop<Sigmoid>(x, count, y, stream);
+      return Unary<Sigmoid>(x, count, y, stream, stats);
     case Activation::kTanh:
-      return UnaryLoop<Tanh>(x, count, y, stream);
+      return Unary<Tanh>(x, count, y, stream, stats);
     case Activation::kQuickGelu:
-      return UnaryLoop<QuickGelu>(x, count, y, stream);
+      return Unary<QuickGelu>(x, count, y, stream, stats);
   }
 }
 
 void GatedActivateImpl(Activation act, const float* gate, const float* up, int64_t rows,
-                       int64_t dim, int64_t stride, float* y, bool stream) {
+                       int64_t dim, int64_t stride, float* y, bool stream,
+                       ValueStats* stats) {
   switch (act) {
     case Activation::kRelu:
-      return GatedRows<Relu>(gate, up, rows, dim, stride, y, stream);
+      return GatedRows<Relu>(gate, up, rows, dim, stride, y, stream, stats);
     case Activation::kGelu:
-      return GatedRows<Gelu>(gate, up, rows, dim, stride, y, stream);
+      return GatedRows<Gelu>(gate, up, rows, dim, stride, y, stream, stats);
     case Activation::kGeluTanh:
-      return GatedRows<GeluTanh>(gate, up, rows, dim, stride, y, stream);
+      return GatedRows<GeluTanh>(gate, up, rows, dim, stride, y, stream, stats);
     case Activation::kSilu:
-      return GatedRows<Silu>(gate, up, rows, dim, stride, y, stream);
+      return GatedRows<Silu>(gate, up, rows, dim, stride, y, stream, stats);
     case Activation::kSigmoid:
-      return GatedRows<Sigmoid>(gate, up, rows, dim, stride, y, stream);
+      return GatedRows<Sigmoid>(gate, up, rows, dim, stride, y, stream, stats);
     case Activation::kTanh:
-      return GatedRows<Tanh>(gate, up, rows, dim, stride, y, stream);
+      return GatedRows<Tanh>(gate, up, rows, dim, stride, y, stream, stats);
     case Activation::kQuickGelu:
-      return GatedRows<QuickGelu>(gate, up, rows, dim, stride, y, stream);
+      return GatedRows<QuickGelu>(gate, up, rows, dim, stride, y, stream, stats);
   }
 }
 
@@ -352,14 +390,18 @@ HWY_EXPORT(ActivateImpl);
 HWY_EXPORT(GatedActivateImpl);
 HWY_EXPORT(LoopTargetName);
 
-void ActivateHighway(Activation act, const float* x, int64_t n, float* y, bool stream) {
-  HWY_DYNAMIC_DISPATCH(ActivateImpl)(act, x, n, y, stream);
+void ActivateHighway(Activation act, const float* x, int64_t n, float* y, bool stream,
+                     ValueStats* stats) {
+  if (stats != nullptr) *stats = ValueStats();
+  HWY_DYNAMIC_DISPATCH(ActivateImpl)(act, x, n, y, stream, stats);
 }
 
 void GatedActivateHighway(Activation act, const float* gate, const float* up,
                           int64_t rows, int64_t dim, int64_t stride, float* y,
-                          bool stream) {
-  HWY_DYNAMIC_DISPATCH(GatedActivateImpl)(act, gate, up, rows, dim, stride, y, stream);
+                          bool stream, ValueStats* stats) {
+  if (stats != nullptr) *stats = ValueStats();
+  HWY_DYNAMIC_DISPATCH(GatedActivateImpl)(act, gate, up, rows, dim, stride, y, stream,
+                                          stats);
 }
 
 const char* ActivationHighwayTarget() { return HWY_DYNAMIC_DISPATCH(LoopTargetName)(); }

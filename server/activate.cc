@@ -107,26 +107,29 @@ OutputHealth RunActivate(kernels::ActivationContext& context, const ActivateJob&
   const int64_t outputs = job.form == ActivateJob::Form::kGatedPacked
                               ? info.rows() * (info.last_dim() / 2)
                               : info.elements;
-  // The kernel writes the response's bytes directly (FLOAT32 outputs).
+  // The kernel writes the response's bytes directly (FLOAT32 outputs), and takes
+  // their statistics as it writes them: no second read.
+  kernels::ValueStats output_stats;
   return FillTensor(
       job.output_shape, outputs, job.output_type, response->mutable_output(),
       [&](float* y) {
         switch (job.form) {
           case ActivateJob::Form::kElementwise:
-            kernels::Activate(context, job.activation, x, info.elements, y);
+            kernels::Activate(context, job.activation, x, info.elements, y, &output_stats);
             break;
           case ActivateJob::Form::kGatedTwoTensors:
             kernels::GatedActivate(context, job.activation, job.gate.data(), x, info.rows(),
-                                   info.last_dim(), info.last_dim(), y);
+                                   info.last_dim(), info.last_dim(), y, &output_stats);
             break;
           case ActivateJob::Form::kGatedPacked: {
             const int64_t f = info.last_dim() / 2;
             kernels::GatedActivate(context, job.activation, x, x + f, info.rows(), f, 2 * f,
-                                   y);
+                                   y, &output_stats);
             break;
           }
         }
-      });
+      },
+      &output_stats);
 }
 
 }  // namespace layerserve

@@ -97,32 +97,75 @@ bool Applies(Strategy s, Activation act) {
   return !(s == Strategy::kOneDnn && act == Activation::kRelu);
 }
 
-void RunUnary(Strategy s, ActivationContext& ctx, Activation act, const float* x,
-              int64_t n, float* y) {
+// The loops also take the statistics of their output as they write it, when asked
+// (Activate's output_stats). Every Highway run below is repeated that way, first,
+// into a buffer of its own (y may be the input): the output must be the same to
+// the bit (NaN's sign aside: with two NaN operands, SSE's mulps keeps the first,
+// and the compiler may order a product either way) and the statistics those of
+// the output. Squares are summed in float lanes per 4096 values: the sum is held
+// to 1e-5 relative, plus what float squares lose below their range (|v| < 1e-19).
+void ExpectStatsRunMatches(const std::vector<float>& with_stats, const ValueStats& got,
+                           const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const bool same = std::memcmp(&with_stats[i], &y[i], sizeof(float)) == 0 ||
+                      (std::isnan(with_stats[i]) && std::isnan(y[i]));
+    ASSERT_TRUE(same) << "the output changed when its statistics were asked for, at " << i
+                      << ": " << with_stats[i] << " vs " << y[i];
+  }
+  const ValueStats want = ValueStatsReference(y, n);
+  EXPECT_EQ(got.count, want.count);
+  EXPECT_EQ(got.nan, want.nan);
+  EXPECT_EQ(got.inf, want.inf);
+  EXPECT_EQ(got.abs_max, want.abs_max);
+  EXPECT_NEAR(got.sum_squares, want.sum_squares,
+              1e-5 * want.sum_squares + static_cast<double>(n) * 1e-38);
+}
+
+void RunUnaryOnce(Strategy s, ActivationContext& ctx, Activation act, const float* x,
+                  int64_t n, float* y, ValueStats* stats) {
   switch (s) {
     case Strategy::kFast:
-      return Activate(ctx, act, x, n, y);
+      return Activate(ctx, act, x, n, y, stats);
     case Strategy::kHighway:
-      return internal::ActivateHighway(act, x, n, y, /*stream=*/false);
+      return internal::ActivateHighway(act, x, n, y, /*stream=*/false, stats);
     case Strategy::kHighwayStream:
-      return internal::ActivateHighway(act, x, n, y, /*stream=*/true);
+      return internal::ActivateHighway(act, x, n, y, /*stream=*/true, stats);
     case Strategy::kOneDnn:
       return internal::ActivateOneDnn(ctx, act, x, n, y);
   }
 }
 
+void RunUnary(Strategy s, ActivationContext& ctx, Activation act, const float* x,
+              int64_t n, float* y) {
+  if (s == Strategy::kOneDnn) return RunUnaryOnce(s, ctx, act, x, n, y, nullptr);
+  std::vector<float> with_stats(n);
+  ValueStats stats;
+  RunUnaryOnce(s, ctx, act, x, n, with_stats.data(), &stats);
+  RunUnaryOnce(s, ctx, act, x, n, y, nullptr);
+  ExpectStatsRunMatches(with_stats, stats, y, n);
+}
+
 // Gated kernels have no oneDNN strategy: kOneDnn is not used with them.
 void RunGated(Strategy s, ActivationContext& ctx, Activation act, const float* gate,
               const float* up, int64_t rows, int64_t dim, int64_t stride, float* y) {
-  switch (s) {
-    case Strategy::kFast:
-    case Strategy::kOneDnn:
-      return GatedActivate(ctx, act, gate, up, rows, dim, stride, y);
-    case Strategy::kHighway:
-      return internal::GatedActivateHighway(act, gate, up, rows, dim, stride, y, false);
-    case Strategy::kHighwayStream:
-      return internal::GatedActivateHighway(act, gate, up, rows, dim, stride, y, true);
-  }
+  const auto run = [&](float* out, ValueStats* stats) {
+    switch (s) {
+      case Strategy::kFast:
+      case Strategy::kOneDnn:
+        return GatedActivate(ctx, act, gate, up, rows, dim, stride, out, stats);
+      case Strategy::kHighway:
+        return internal::GatedActivateHighway(act, gate, up, rows, dim, stride, out, false,
+                                              stats);
+      case Strategy::kHighwayStream:
+        return internal::GatedActivateHighway(act, gate, up, rows, dim, stride, out, true,
+                                              stats);
+    }
+  };
+  std::vector<float> with_stats(rows * dim);
+  ValueStats stats;
+  run(with_stats.data(), &stats);
+  run(y, nullptr);
+  ExpectStatsRunMatches(with_stats, stats, y, rows * dim);
 }
 
 // Compares with the tolerance stated at the top. `up` is null for element-wise
