@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/activate.h"
+#include "server/batch_gathering.h"
 #include "server/block_forward.h"
 #include "server/cpu_cache.h"
 #include "server/grpc_status.h"
@@ -173,27 +174,19 @@ kernels::ElementType OutputType(const PositionalEncodeJob& job) {
   return std::visit([](const auto& j) { return j.output_type; }, job);
 }
 
-// Whether the batch after a held batch of this job's key gathers
-// (BatchTask::gathers()): only for session steps, whose next step follows their
-// answer, and only if each batch streams the layer range's weights from memory,
-// that is when they outgrow the last-level cache (or its size is unknown).
-// Weights that stay in the cache cost a batch little, and a wait for more steps
-// cost the demo model (23 MB of bfloat16 in a 32 MB L3) 7-25% at 8 and 32
-// sessions. Stateless short requests gained nothing either: 64 clients of the
-// float32 demo model (45 MB) sent 10-22% fewer requests with gathering
-// (docs/BENCHMARKS.md).
+// Whether the batch after a held batch of this job's key gathers: only session
+// steps of weights beyond the cache (server/batch_gathering.h).
 template <typename Job>
 bool Gathers(const Job&) {
   return false;
 }
 bool Gathers(const BlockForwardJob& job) {
   if (!job.session) return false;
-  const int64_t cache = LastLevelCacheBytes();
   int64_t bytes = 0;
   for (int64_t l = job.layer_start; l < job.layer_start + job.num_layers; ++l) {
     bytes += job.model->blocks[l].bytes();
   }
-  return cache == 0 || bytes > cache;
+  return BlockForwardGathers(/*session_step=*/true, bytes, LastLevelCacheBytes());
 }
 
 // Ends what a job holds beyond its answer (a session lease) before the call is
