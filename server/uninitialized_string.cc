@@ -3,6 +3,7 @@
 // std::string's layout does not depend on the mode.
 #include "server/uninitialized_string.h"
 
+#include <algorithm>
 #include <cstring>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -19,14 +20,16 @@ void ResizeUninitialized(std::string* s, size_t size) {
 #if defined(__cpp_lib_string_resize_and_overwrite)
   // The callback returns `size`, not its second argument: libstdc++ 12 passes the
   // capacity it grew to (up to twice the old one) there, not the size asked for.
-  s->resize_and_overwrite(size, [size](char* bytes, size_t) {
+  const size_t kept = std::min(s->size(), size);
+  s->resize_and_overwrite(size, [size, kept](char* bytes, size_t) {
 #if defined(LAYERSERVE_POISON_UNINITIALIZED)
-    // Sanitizer builds (the ASan test run, the fuzzers) fill the bytes with 0xff, a
-    // float32 NaN and 16-bit NaN: a caller that leaves an output value unwritten
-    // fails its comparison there instead of sending stale heap bytes here.
-    std::memset(bytes, 0xff, size);
+    // Sanitizer builds (the ASan test run, the fuzzers) fill the new bytes with
+    // 0xff, a float32 NaN and 16-bit NaN: a caller that leaves an output value
+    // unwritten fails its comparison there instead of sending stale heap bytes.
+    std::memset(bytes + kept, 0xff, size - kept);
 #else
     (void)bytes;
+    (void)kept;
 #endif
     return size;
   });
