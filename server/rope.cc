@@ -231,22 +231,24 @@ OutputHealth RunRope(const RopeJob& job, v1::PositionalEncodeResponse* response)
   kernels::ComputeRopeTables(job.frequencies, job.style, job.positions.data(), table_rows,
                              cos.data(), sin.data());
 
-  auto rotate = [&](const DecodedTensor& tensor, int64_t heads, v1::Tensor* out,
-                    kernels::ValueStats* stats) {
+  // Rotated straight into the reply's bytes (FLOAT32; through a float buffer for
+  // 16-bit outputs), as the other methods' kernels write theirs: no zeroed
+  // buffer, no copy.
+  auto rotate = [&](const DecodedTensor& tensor, int64_t heads, v1::Tensor* out) {
     const kernels::RopeGeometry geometry = kernels::ContiguousRopeGeometry(
         job.bhtd, job.batch, heads, job.tokens, job.head_dim, job.rotary_dim,
         job.shared_positions);
-    std::vector<float> rotated(tensor.info.elements);
-    kernels::ApplyRope(tensor.values.data(), rotated.data(), geometry, job.style,
-                       cos.data(), sin.data());
-    return EncodeTensor(tensor.info.shape, rotated.data(), tensor.info.elements,
-                        job.output_type, out, stats);
+    return FillTensor(tensor.info.shape, tensor.info.elements, job.output_type, out,
+                      [&](float* y) {
+                        kernels::ApplyRope(tensor.values.data(), y, geometry, job.style,
+                                           cos.data(), sin.data());
+                      });
   };
-  OutputHealth health;
-  health.saturated =
-      rotate(job.query, job.query_heads, response->mutable_output(), &health.stats);
+  // The query's statistics are the reply's numeric health; the key's are not
+  // exported.
+  OutputHealth health = rotate(job.query, job.query_heads, response->mutable_output());
   if (job.has_key) {
-    health.saturated += rotate(job.key, job.key_heads, response->mutable_key(), nullptr);
+    health.saturated += rotate(job.key, job.key_heads, response->mutable_key()).saturated;
   }
   return health;
 }
