@@ -210,7 +210,9 @@ LS_GATED(ReGlu, kRelu);
 
 // ---- Element-wise strategy per activation and size, one thread.
 
-enum class Path { kHighway, kHighwayStream, kOneDnn };
+// The last three time Activate() itself, with no output statistics, with them
+// (output_stats), and followed by ComputeValueStats as the server did before.
+enum class Path { kHighway, kHighwayStream, kOneDnn, kStatsNone, kStatsFused, kStatsAfter };
 
 void RunPath(benchmark::State& state, Path path) {
   const Activation act = static_cast<Activation>(state.range(0));
@@ -219,6 +221,7 @@ void RunPath(benchmark::State& state, Path path) {
   Data d(Layout::kUnary, 1, n);
   ActivationContext ctx;
   state.SetLabel(ActivationName(act));
+  ValueStats stats;
   auto run = [&] {
     switch (path) {
       case Path::kHighway:
@@ -227,11 +230,20 @@ void RunPath(benchmark::State& state, Path path) {
         return internal::ActivateHighway(act, d.x.data(), n, d.y.data(), true);
       case Path::kOneDnn:
         return internal::ActivateOneDnn(ctx, act, d.x.data(), n, d.y.data());
+      case Path::kStatsNone:
+        return Activate(ctx, act, d.x.data(), n, d.y.data());
+      case Path::kStatsFused:
+        return Activate(ctx, act, d.x.data(), n, d.y.data(), &stats);
+      case Path::kStatsAfter:
+        Activate(ctx, act, d.x.data(), n, d.y.data());
+        stats = ComputeValueStats(d.y.data(), n);
+        return;
     }
   };
   run();  // Creates the cached primitive.
   for (auto _ : state) {
     run();
+    benchmark::DoNotOptimize(stats);
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * n * 2 * sizeof(float));
@@ -259,41 +271,11 @@ BENCHMARK(BM_PathHighwayStream)->Apply(PathShapes);
 BENCHMARK(BM_PathOneDnn)->Apply(PathShapes);
 
 // ---- Output statistics (what the server exports for every reply), one thread:
-// none, taken by Activate() as it writes (output_stats), or read afterwards with
-// ComputeValueStats as the server did before.
+// Activate() alone, taking them as it writes, or reading them afterwards.
 
-enum class Stats { kNone, kFused, kAfter };
-
-void RunStats(benchmark::State& state, Stats stats) {
-  const Activation act = static_cast<Activation>(state.range(0));
-  const int64_t n = state.range(1);
-  omp_set_num_threads(1);
-  Data d(Layout::kUnary, 1, n);
-  ActivationContext ctx;
-  state.SetLabel(ActivationName(act));
-  ValueStats out;
-  for (auto _ : state) {
-    switch (stats) {
-      case Stats::kNone:
-        Activate(ctx, act, d.x.data(), n, d.y.data());
-        break;
-      case Stats::kFused:
-        Activate(ctx, act, d.x.data(), n, d.y.data(), &out);
-        break;
-      case Stats::kAfter:
-        Activate(ctx, act, d.x.data(), n, d.y.data());
-        out = ComputeValueStats(d.y.data(), n);
-        break;
-    }
-    benchmark::DoNotOptimize(out);
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(state.iterations() * n * 2 * sizeof(float));
-}
-
-void BM_StatsNone(benchmark::State& state) { RunStats(state, Stats::kNone); }
-void BM_StatsFused(benchmark::State& state) { RunStats(state, Stats::kFused); }
-void BM_StatsAfter(benchmark::State& state) { RunStats(state, Stats::kAfter); }
+void BM_StatsNone(benchmark::State& state) { RunPath(state, Path::kStatsNone); }
+void BM_StatsFused(benchmark::State& state) { RunPath(state, Path::kStatsFused); }
+void BM_StatsAfter(benchmark::State& state) { RunPath(state, Path::kStatsAfter); }
 
 void StatsShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"act", "n"});
