@@ -35,35 +35,45 @@ using DI = hn::RebindToSigned<DF>;
 // Bound on lanes per vector for the partial-vector buffers (512-bit x86: 16).
 constexpr size_t kMaxLanes = 64;
 
+// Cephes' range reduction for exp: y = n ln2 + r, |r| <= ln2/2, ln2 in two parts
+// (the first, 9 bits, makes n * part exact). n is rounded by adding `magic`, 1.5 *
+// 2^23 plus an exponent bias b: the sum's low mantissa bits are then n + b, and
+// Pow2Of(sum) is the float 2^(n + b - 127), with no range checks (callers keep
+// n + b in [1, 254]). Returns r; `sum` gets the rounding sum.
+HWY_INLINE VF ReduceByLn2(DF d, VF y, float magic, VF& sum) {
+  const VF m = hn::Set(d, magic);
+  sum = hn::MulAdd(y, hn::Set(d, 1.44269504088896341f), m);
+  const VF n = hn::Sub(sum, m);
+  const VF r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), y);
+  return hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
+}
+
+HWY_INLINE VF Pow2Of(DF d, VF sum) {
+  return hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(DI(), sum)));
+}
+
 // 1 + exp(y) for every float y: the denominator of sigmoid, SiLU, QuickGELU and
 // tanh-GELU. exp is Cephes' expf (Moshier, as SinCos in positional_fast.cc):
-// y = n ln2 + r with ln2 in two parts (the first, 9 bits, makes n * part exact),
-// exp(r) = 1 + r + r^2 P(r) with P of degree 5, ~1 ulp. The sum needs no subnormal
-// exp: below y = -17 it is 1 either way. So y is clamped to [-86, 89], and 2^n is
-// the bits of the rounding sum shifted into the exponent field, with no range
-// checks: hwy's Exp (two scalings, a range test) and the NaN fix-up around it
+// ReduceByLn2, then exp(r) = 1 + r + r^2 P(r) with P of degree 5, ~1 ulp. The sum
+// needs no subnormal exp: below y = -17 it is 1 either way. So y is clamped to
+// [-86, 89], and 2^n is the bits of the rounding sum shifted into the exponent
+// field, with no range checks: hwy's Exp (two scalings, a range test) and the NaN fix-up around it
 // took about a third more instructions. Above 88.72 the product overflows to +inf
 // as float32's exp does. NaN comes out finite: callers whose numerator is not y's
 // NaN itself must put it back (Sigmoid).
 HWY_INLINE VF OnePlusExp(DF d, VF y) {
-  const DI di;
   y = hn::Min(hn::Max(y, hn::Set(d, -86.0f)), hn::Set(d, 89.0f));
-  // n = nearest(y / ln2) by adding 1.5 * 2^23 + 126: the sum's low mantissa bits
-  // are then n + 126, which shifted left by 23 are the float 2^(n-1); n - 1 keeps
-  // n = 128 (y up to 89) inside the exponent field, and p + p makes up the 2.
-  const VF magic = hn::Set(d, 12583038.0f);
-  const VF shifted = hn::MulAdd(y, hn::Set(d, 1.44269504088896341f), magic);
-  const VF n = hn::Sub(shifted, magic);
-  VF r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), y);
-  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
+  // Bias 126 (magic 1.5 * 2^23 + 126): the float 2^(n-1); n - 1 keeps n = 128 (y
+  // up to 89) inside the exponent field, and p + p makes up the 2.
+  VF shifted;
+  const VF r = ReduceByLn2(d, y, 12583038.0f, shifted);
   VF p = hn::MulAdd(hn::Set(d, 1.9875691500e-4f), r, hn::Set(d, 1.3981999507e-3f));
   p = hn::MulAdd(p, r, hn::Set(d, 8.3334519073e-3f));
   p = hn::MulAdd(p, r, hn::Set(d, 4.1665795894e-2f));
   p = hn::MulAdd(p, r, hn::Set(d, 1.6666665459e-1f));
   p = hn::MulAdd(p, r, hn::Set(d, 5.0000001201e-1f));
   p = hn::Add(hn::MulAdd(p, hn::Mul(r, r), r), hn::Set(d, 1.0f));
-  const VF half_scale = hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, shifted)));
-  return hn::MulAdd(hn::Add(p, p), half_scale, hn::Set(d, 1.0f));
+  return hn::MulAdd(hn::Add(p, p), Pow2Of(d, shifted), hn::Set(d, 1.0f));
 }
 
 struct Relu {
@@ -122,29 +132,24 @@ struct GeluTanh {
 // erfcc, a degree-9 polynomial inside hwy's Exp) took half as many again.
 struct Gelu {
   HWY_INLINE VF operator()(DF d, VF x) const {
-    const DI di;
     const VF t = hn::Abs(x);
     // Past 14.5, t q(t) < 2^-150 rounds to 0; the clamp keeps t = inf finite here
     // (inf: inf/2 + inf/2 - 14.5 * 0 = inf; -inf: -inf/2 + inf/2 = NaN, as
     // PyTorch). NaN flows through (x + t) / 2 whatever Min makes of it.
     const VF tc = hn::Min(t, hn::Set(d, 14.5f));
     const VF y = hn::Mul(hn::Mul(tc, tc), hn::Set(d, -0.5f));
-    // y = n ln2 + r, n >= -152. The rounding sum's low bits are n + 153 (magic is
-    // 1.5 * 2^23 + 127 + 26), which shifted into the exponent field make 2^(n + 26):
-    // a normal float for every n; P's coefficients carry the 2^-26 back (exact),
-    // so the last product alone rounds into the subnormals.
-    const VF magic = hn::Set(d, 12583065.0f);
-    const VF shifted = hn::MulAdd(y, hn::Set(d, 1.44269504088896341f), magic);
-    const VF n = hn::Sub(shifted, magic);
-    VF r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), y);
-    r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
+    // y = n ln2 + r, n >= -152. Bias 153 (magic 1.5 * 2^23 + 127 + 26): the float
+    // 2^(n + 26), normal for every n; P's coefficients carry the 2^-26 back
+    // (exact), so the last product alone rounds into the subnormals.
+    VF shifted;
+    const VF r = ReduceByLn2(d, y, 12583065.0f, shifted);
     VF e = hn::MulAdd(hn::Set(d, 0.008312682621181011f), r,
                       hn::Set(d, 0.04190663993358612f));
     e = hn::MulAdd(e, r, hn::Set(d, 0.1666734218597412f));
     e = hn::MulAdd(e, r, hn::Set(d, 0.499990850687027f));
     e = hn::MulAdd(e, r, hn::Set(d, 0.9999998211860657f));
     e = hn::MulAdd(e, r, hn::Set(d, 1.0f));
-    const VF scale = hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, shifted)));
+    const VF scale = Pow2Of(d, shifted);
     constexpr float k2m26 = 1.0f / (1 << 26);
     VF p = hn::MulAdd(hn::Set(d, 0.01463969238102436f * k2m26), tc,
                       hn::Set(d, 0.10927111655473709f * k2m26));
