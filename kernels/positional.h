@@ -9,6 +9,8 @@
 //   - Scalar *Reference kernels: simple, obviously right, trigonometry in double.
 //   - Fast kernels (Highway SIMD with run-time dispatch; per-caller caches in a
 //     PositionalContext), same contract as their references.
+// The fast kernels take an optional `output_stats`: when set, they also set it to
+// the numeric health of y (value_stats.h), taken in the pass that writes y.
 // Every function is pure on plain memory. References and Learned/Alibi are safe
 // from any thread; a PositionalContext is not thread-safe: one per worker thread.
 //
@@ -31,6 +33,8 @@
 
 #include <cstdint>
 #include <memory>
+
+#include "kernels/value_stats.h"
 
 namespace layerserve::kernels {
 
@@ -104,7 +108,8 @@ class PositionalContext {
 void SinusoidalReference(const float* x, const int64_t* positions, int64_t rows,
                          int64_t dim, float base, SinusoidalLayout layout, float* y);
 void Sinusoidal(PositionalContext& ctx, const float* x, const int64_t* positions,
-                int64_t rows, int64_t dim, float base, SinusoidalLayout layout, float* y);
+                int64_t rows, int64_t dim, float base, SinusoidalLayout layout, float* y,
+                ValueStats* output_stats = nullptr);
 
 // ---------------------------------------------------------------------------
 // Learned. x, y: [rows, dim]; table: [table_rows, dim]; positions: [rows].
@@ -114,7 +119,7 @@ void Sinusoidal(PositionalContext& ctx, const float* x, const int64_t* positions
 void LearnedReference(const float* x, const int64_t* positions, int64_t rows, int64_t dim,
                       const float* table, float* y);
 void Learned(const float* x, const int64_t* positions, int64_t rows, int64_t dim,
-             const float* table, float* y);
+             const float* table, float* y, ValueStats* output_stats = nullptr);
 
 // ---------------------------------------------------------------------------
 // ALiBi. slopes: [heads] (AlibiSlopes, or any); scores: [batch, heads, Tq, Tk] or
@@ -133,7 +138,7 @@ struct AlibiShape {
 void AlibiReference(const float* slopes, const AlibiShape& shape, const float* scores,
                     int64_t batch, float* y);
 void Alibi(const float* slopes, const AlibiShape& shape, const float* scores,
-           int64_t batch, float* y);
+           int64_t batch, float* y, ValueStats* output_stats = nullptr);
 
 // ---------------------------------------------------------------------------
 // T5 bias. table: [num_buckets, heads] (relative_attention_bias.weight);
@@ -152,7 +157,7 @@ struct T5BiasShape {
 };
 void T5BiasReference(const float* table, const T5BiasShape& shape, float* y);
 void T5Bias(PositionalContext& ctx, const float* table, const T5BiasShape& shape,
-            float* y);
+            float* y, ValueStats* output_stats = nullptr);
 
 }  // namespace layerserve::kernels
 

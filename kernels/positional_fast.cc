@@ -32,6 +32,7 @@
 #include "hwy/highway.h"
 #include "kernels/positional.h"
 #include "kernels/positional_internal.h"
+#include "kernels/value_tally-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace layerserve::kernels {
@@ -121,10 +122,16 @@ HWY_INLINE auto InterleavedPairOrder(D d) {
 }
 #endif
 
+// The row loops below take a Tally (value_tally-inl.h): every vector they store
+// goes through tally.Add, every value they write one by one through
+// tally.AddWritten, so with an OutputTally they take the output's statistics in
+// the pass that writes it and with a NoTally they are plain loops.
+
 // inv_freq is padded with zeros to a whole number of vectors (see the context).
-void SinusoidalRows(const float* x, const int64_t* positions, int64_t rows, int64_t dim,
-                    const float* inv_freq, float max_inv_freq, bool interleaved,
-                    float* y) {
+template <class Tally>
+void SinusoidalRowsT(const float* x, const int64_t* positions, int64_t rows, int64_t dim,
+                     const float* inv_freq, float max_inv_freq, bool interleaved,
+                     float* y, Tally& tally) {
   const D d;
   const size_t lanes = hn::Lanes(d);
   const size_t half = static_cast<size_t>(dim / 2);
@@ -142,6 +149,7 @@ void SinusoidalRows(const float* x, const int64_t* positions, int64_t rows, int6
           x_row, position, inv_freq, dim,
           interleaved ? SinusoidalLayout::kInterleaved : SinusoidalLayout::kConcatenated,
           y_row);
+      tally.AddWritten(y_row, static_cast<size_t>(dim));
       continue;
     }
     const V p = hn::Set(d, position);
@@ -159,8 +167,8 @@ void SinusoidalRows(const float* x, const int64_t* positions, int64_t rows, int6
           lo = hn::Add(hn::LoadU(d, x_row + 2 * i), lo);
           hi = hn::Add(hn::LoadU(d, x_row + 2 * i + lanes), hi);
         }
-        hn::StoreU(lo, d, y_row + 2 * i);
-        hn::StoreU(hi, d, y_row + 2 * i + lanes);
+        hn::StoreU(tally.Add(lo), d, y_row + 2 * i);
+        hn::StoreU(tally.Add(hi), d, y_row + 2 * i + lanes);
 #else
         SinCos(d, hn::Mul(p, hn::LoadU(d, inv_freq + i)), s, c);
         if (x_row != nullptr) {
@@ -169,7 +177,7 @@ void SinusoidalRows(const float* x, const int64_t* positions, int64_t rows, int6
           s = hn::Add(xs, s);
           c = hn::Add(xc, c);
         }
-        hn::StoreInterleaved2(s, c, d, y_row + 2 * i);
+        hn::StoreInterleaved2(tally.Add(s), tally.Add(c), d, y_row + 2 * i);
 #endif
       } else {
         SinCos(d, hn::Mul(p, hn::LoadU(d, inv_freq + i)), s, c);
@@ -177,8 +185,8 @@ void SinusoidalRows(const float* x, const int64_t* positions, int64_t rows, int6
           s = hn::Add(hn::LoadU(d, x_row + i), s);
           c = hn::Add(hn::LoadU(d, x_row + half + i), c);
         }
-        hn::StoreU(s, d, y_row + i);
-        hn::StoreU(c, d, y_row + half + i);
+        hn::StoreU(tally.Add(s), d, y_row + i);
+        hn::StoreU(tally.Add(c), d, y_row + half + i);
       }
     }
     if (i == half) continue;
@@ -195,11 +203,18 @@ void SinusoidalRows(const float* x, const int64_t* positions, int64_t rows, int6
       y_row[si] = x_row != nullptr ? x_row[si] + sin_buf[k] : sin_buf[k];
       y_row[ci] = x_row != nullptr ? x_row[ci] + cos_buf[k] : cos_buf[k];
     }
+    if (interleaved) {
+      tally.AddWritten(y_row + 2 * i, 2 * (half - i));
+    } else {
+      tally.AddWritten(y_row + i, half - i);
+      tally.AddWritten(y_row + half + i, half - i);
+    }
   }
 }
 
-void LearnedRows(const float* x, const int64_t* positions, int64_t rows, int64_t dim,
-                 const float* table, float* y) {
+template <class Tally>
+void LearnedRowsT(const float* x, const int64_t* positions, int64_t rows, int64_t dim,
+                  const float* table, float* y, Tally& tally) {
   const D d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   for (int64_t r = 0; r < rows; ++r) {
@@ -208,9 +223,12 @@ void LearnedRows(const float* x, const int64_t* positions, int64_t rows, int64_t
     float* y_row = y + r * dim;
     int64_t i = 0;
     for (; i + lanes <= dim; i += lanes) {
-      hn::StoreU(hn::Add(hn::LoadU(d, x_row + i), hn::LoadU(d, t_row + i)), d, y_row + i);
+      hn::StoreU(tally.Add(hn::Add(hn::LoadU(d, x_row + i), hn::LoadU(d, t_row + i))), d,
+                 y_row + i);
     }
+    const int64_t tail = i;
     for (; i < dim; ++i) y_row[i] = x_row[i] + t_row[i];
+    tally.AddWritten(y_row + tail, static_cast<size_t>(dim - tail));
   }
 }
 
@@ -218,8 +236,9 @@ void LearnedRows(const float* x, const int64_t* positions, int64_t rows, int64_t
 // such j and query positions are exact, as the reference's int64 ones.
 constexpr int64_t kExactFloatInteger = int64_t{1} << 24;
 
-void AlibiRows(const float* slopes, const AlibiShape& shape, const float* scores,
-               int64_t batch, float* y) {
+template <class Tally>
+void AlibiRowsT(const float* slopes, const AlibiShape& shape, const float* scores,
+                int64_t batch, float* y, Tally& tally) {
   const D d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t tq = shape.query_length, tk = shape.key_length;
@@ -240,12 +259,13 @@ void AlibiRows(const float* slopes, const AlibiShape& shape, const float* scores
             if (shape.symmetric) distance = hn::Abs(distance);
             V bias = hn::Mul(v_slope, distance);
             if (s_row != nullptr) bias = hn::Add(hn::LoadU(d, s_row + j), bias);
-            hn::StoreU(bias, d, y_row + j);
+            hn::StoreU(tally.Add(bias), d, y_row + j);
           }
         }
         // The tail (or a whole row of huge positions): the scalar row from j on.
         internal::AlibiRowScalar(s_row != nullptr ? s_row + j : nullptr, slopes[h],
                                  query_position - j, tk - j, shape.symmetric, y_row + j);
+        tally.AddWritten(y_row + j, static_cast<size_t>(tk - j));
       }
     }
   }
@@ -255,8 +275,9 @@ void AlibiRows(const float* slopes, const AlibiShape& shape, const float* scores
 // windows of the per-head vector (see T5Bias). A vector loop rather than memcpy:
 // glibc's memcpy takes `rep movsb` at these sizes, which is ~2x slower here on the
 // windows' arbitrary alignment.
-void T5BiasRows(const float* by_distance, int64_t heads, int64_t tq, int64_t tk,
-                float* y) {
+template <class Tally>
+void T5BiasRowsT(const float* by_distance, int64_t heads, int64_t tq, int64_t tk,
+                 float* y, Tally& tally) {
   const D d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t span = tq + tk - 1;
@@ -265,10 +286,47 @@ void T5BiasRows(const float* by_distance, int64_t heads, int64_t tq, int64_t tk,
       const float* src = by_distance + h * span + (tq - 1 - i);
       float* dst = y + (h * tq + i) * tk;
       int64_t j = 0;
-      for (; j + lanes <= tk; j += lanes) hn::StoreU(hn::LoadU(d, src + j), d, dst + j);
+      for (; j + lanes <= tk; j += lanes) {
+        hn::StoreU(tally.Add(hn::LoadU(d, src + j)), d, dst + j);
+      }
+      const int64_t tail = j;
       for (; j < tk; ++j) dst[j] = src[j];
+      tally.AddWritten(dst + tail, static_cast<size_t>(tk - tail));
     }
   }
+}
+
+// The per-target entry points HWY_EXPORT collects: the loops above, with the
+// output's statistics in *stats when it is set.
+void SinusoidalRows(const float* x, const int64_t* positions, int64_t rows, int64_t dim,
+                    const float* inv_freq, float max_inv_freq, bool interleaved, float* y,
+                    ValueStats* stats) {
+  WithOutputTally(y, rows * dim, stats, [&](auto& tally) HWY_ATTR {
+    SinusoidalRowsT(x, positions, rows, dim, inv_freq, max_inv_freq, interleaved, y,
+                    tally);
+  });
+}
+
+void LearnedRows(const float* x, const int64_t* positions, int64_t rows, int64_t dim,
+                 const float* table, float* y, ValueStats* stats) {
+  WithOutputTally(y, rows * dim, stats, [&](auto& tally) HWY_ATTR {
+    LearnedRowsT(x, positions, rows, dim, table, y, tally);
+  });
+}
+
+void AlibiRows(const float* slopes, const AlibiShape& shape, const float* scores,
+               int64_t batch, float* y, ValueStats* stats) {
+  const int64_t count = batch * shape.heads * shape.query_length * shape.key_length;
+  WithOutputTally(y, count, stats, [&](auto& tally) HWY_ATTR {
+    AlibiRowsT(slopes, shape, scores, batch, y, tally);
+  });
+}
+
+void T5BiasRows(const float* by_distance, int64_t heads, int64_t tq, int64_t tk, float* y,
+                ValueStats* stats) {
+  WithOutputTally(y, heads * tq * tk, stats, [&](auto& tally) HWY_ATTR {
+    T5BiasRowsT(by_distance, heads, tq, tk, y, tally);
+  });
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
@@ -382,7 +440,7 @@ struct PositionalContext::Impl {
     table->resize(need * dim);
     HWY_DYNAMIC_DISPATCH(SinusoidalRows)
     (nullptr, added.data(), need - have, dim, f.inv_freq.data(), f.max_inv_freq,
-     interleaved, table->data() + have * dim);
+     interleaved, table->data() + have * dim, /*stats=*/nullptr);
     table_bytes += added_bytes;
     return table->data();
   }
@@ -398,32 +456,33 @@ int64_t PositionalContext::CachedFrequencyCount() const {
 int64_t PositionalContext::CachedTableBytes() const { return impl_->table_bytes; }
 
 void Sinusoidal(PositionalContext& ctx, const float* x, const int64_t* positions,
-                int64_t rows, int64_t dim, float base, SinusoidalLayout layout,
-                float* y) {
+                int64_t rows, int64_t dim, float base, SinusoidalLayout layout, float* y,
+                ValueStats* output_stats) {
   Frequencies& f = ctx.impl().GetFrequencies(dim, base);
   const bool interleaved = layout == SinusoidalLayout::kInterleaved;
   if (x != nullptr) {
     if (const float* table = ctx.impl().TableCovering(f, positions, rows, dim, interleaved)) {
-      HWY_DYNAMIC_DISPATCH(LearnedRows)(x, positions, rows, dim, table, y);
+      HWY_DYNAMIC_DISPATCH(LearnedRows)(x, positions, rows, dim, table, y, output_stats);
       return;
     }
   }
   HWY_DYNAMIC_DISPATCH(SinusoidalRows)
-  (x, positions, rows, dim, f.inv_freq.data(), f.max_inv_freq, interleaved, y);
+  (x, positions, rows, dim, f.inv_freq.data(), f.max_inv_freq, interleaved, y,
+   output_stats);
 }
 
 void Learned(const float* x, const int64_t* positions, int64_t rows, int64_t dim,
-             const float* table, float* y) {
-  HWY_DYNAMIC_DISPATCH(LearnedRows)(x, positions, rows, dim, table, y);
+             const float* table, float* y, ValueStats* output_stats) {
+  HWY_DYNAMIC_DISPATCH(LearnedRows)(x, positions, rows, dim, table, y, output_stats);
 }
 
 void Alibi(const float* slopes, const AlibiShape& shape, const float* scores,
-           int64_t batch, float* y) {
-  HWY_DYNAMIC_DISPATCH(AlibiRows)(slopes, shape, scores, batch, y);
+           int64_t batch, float* y, ValueStats* output_stats) {
+  HWY_DYNAMIC_DISPATCH(AlibiRows)(slopes, shape, scores, batch, y, output_stats);
 }
 
 void T5Bias(PositionalContext& ctx, const float* table, const T5BiasShape& shape,
-            float* y) {
+            float* y, ValueStats* output_stats) {
   // The bias depends on j - i only: along a row it is a window of the per-head
   // vector by_distance[h][k] = table[bucket(k - (tq - 1) - query_offset), h],
   // k in [0, tq + tk - 1). Row (h, i) starts at k = tq - 1 - i.
@@ -438,7 +497,7 @@ void T5Bias(PositionalContext& ctx, const float* table, const T5BiasShape& shape
     const float* t_row = table + bucket * heads;
     for (int64_t h = 0; h < heads; ++h) by_distance[h * span + k] = t_row[h];
   }
-  HWY_DYNAMIC_DISPATCH(T5BiasRows)(by_distance.data(), heads, tq, tk, y);
+  HWY_DYNAMIC_DISPATCH(T5BiasRows)(by_distance.data(), heads, tq, tk, y, output_stats);
   if (by_distance.size() > kMaxRetainedScratchFloats) {
     std::vector<float>().swap(by_distance);
   }

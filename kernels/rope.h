@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/value_stats.h"
+
 namespace layerserve::kernels {
 
 enum class RopeStyle { kHalf, kInterleaved };
@@ -110,8 +112,10 @@ RopeGeometry ContiguousRopeGeometry(bool bhtd, int64_t batch, int64_t heads,
 // ComputeRopeTables with the same style and rotary_dim.
 void ApplyRopeReference(const float* x, float* y, const RopeGeometry& g, RopeStyle style,
                         const float* cos, const float* sin);
+// With `output_stats` (only for a contiguous y: ContiguousRopeGeometry), also sets
+// it to the numeric health of y (value_stats.h), taken in the pass that writes y.
 void ApplyRope(const float* x, float* y, const RopeGeometry& g, RopeStyle style,
-               const float* cos, const float* sin);
+               const float* cos, const float* sin, ValueStats* output_stats = nullptr);
 
 }  // namespace layerserve::kernels
 

@@ -23,6 +23,7 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "kernels/rope.h"
+#include "kernels/value_tally-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace layerserve::kernels {
@@ -66,15 +67,31 @@ void CosSinRow(const float* inv_freq, int64_t half, float position, float scalin
   }
 }
 
-// y[i] = x[i] for i in [from, to): the dims past rotary_dim, unless in place.
-void CopyPassThrough(const float* x, float* y, int64_t from, int64_t to) {
+// The rotations take a Tally (value_tally-inl.h): every vector they store goes
+// through tally.Add, every value they write one by one through tally.AddWritten.
+
+// y[i] = x[i] for i in [from, to): the dims past rotary_dim. Without statistics a
+// memcpy, or nothing in place.
+void CopyPassThrough(const float* x, float* y, int64_t from, int64_t to, NoTally&) {
   if (x != y && to > from) std::memcpy(y + from, x + from, (to - from) * sizeof(float));
+}
+// With statistics the values are tallied as they are copied (in place too: they
+// are part of the output).
+void CopyPassThrough(const float* x, float* y, int64_t from, int64_t to,
+                     OutputTally& tally) {
+  const D d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = from;
+  for (; i + n <= to; i += n) hn::StoreU(tally.Add(hn::LoadU(d, x + i)), d, y + i);
+  for (int64_t j = i; j < to; ++j) y[j] = x[j];
+  tally.AddWritten(y + i, static_cast<size_t>(to - i));
 }
 
 // HALF: y_a = x_a c - x_b s, y_b = x_b c + x_a s with a = i, b = i + h. Reads
 // cos[0, h) (= c) and sin[h, 2h) (= +s) of the table row.
+template <class Tally>
 void RotateRowHalf(const float* x, float* y, int64_t head_dim, int64_t rotary_dim,
-                   const float* cos, const float* sin) {
+                   const float* cos, const float* sin, Tally& tally) {
   const D d;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
   const int64_t h = rotary_dim / 2;
@@ -85,20 +102,24 @@ void RotateRowHalf(const float* x, float* y, int64_t head_dim, int64_t rotary_di
     const V xb = hn::LoadU(d, x + h + i);
     const V c = hn::LoadU(d, cos + i);
     const V sv = hn::LoadU(d, s + i);
-    hn::StoreU(hn::Sub(hn::Mul(xa, c), hn::Mul(xb, sv)), d, y + i);
-    hn::StoreU(hn::Add(hn::Mul(xb, c), hn::Mul(xa, sv)), d, y + h + i);
+    hn::StoreU(tally.Add(hn::Sub(hn::Mul(xa, c), hn::Mul(xb, sv))), d, y + i);
+    hn::StoreU(tally.Add(hn::Add(hn::Mul(xb, c), hn::Mul(xa, sv))), d, y + h + i);
   }
+  const int64_t tail = i;
   for (; i < h; ++i) {
     const float xa = x[i], xb = x[h + i];
     y[i] = xa * cos[i] - xb * s[i];
     y[h + i] = xb * cos[i] + xa * s[i];
   }
-  CopyPassThrough(x, y, rotary_dim, head_dim);
+  tally.AddWritten(y + tail, static_cast<size_t>(h - tail));
+  tally.AddWritten(y + h + tail, static_cast<size_t>(h - tail));
+  CopyPassThrough(x, y, rotary_dim, head_dim, tally);
 }
 
 // INTERLEAVED: y = x * cos + swap_pairs(x) * sin, the signs being in the table.
+template <class Tally>
 void RotateRowInterleaved(const float* x, float* y, int64_t head_dim, int64_t rotary_dim,
-                          const float* cos, const float* sin) {
+                          const float* cos, const float* sin, Tally& tally) {
   const D d;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
   int64_t i = 0;
@@ -106,17 +127,19 @@ void RotateRowInterleaved(const float* x, float* y, int64_t head_dim, int64_t ro
     for (; i + n <= rotary_dim; i += n) {
       const V xv = hn::LoadU(d, x + i);
       const V swapped = hn::Reverse2(d, xv);
-      hn::StoreU(hn::Add(hn::Mul(xv, hn::LoadU(d, cos + i)),
-                         hn::Mul(swapped, hn::LoadU(d, sin + i))),
+      hn::StoreU(tally.Add(hn::Add(hn::Mul(xv, hn::LoadU(d, cos + i)),
+                                   hn::Mul(swapped, hn::LoadU(d, sin + i)))),
                  d, y + i);
     }
   }
+  const int64_t tail = i;
   for (; i < rotary_dim; i += 2) {
     const float x0 = x[i], x1 = x[i + 1];
     y[i] = x0 * cos[i] + x1 * sin[i];
     y[i + 1] = x1 * cos[i + 1] + x0 * sin[i + 1];
   }
-  CopyPassThrough(x, y, rotary_dim, head_dim);
+  tally.AddWritten(y + tail, static_cast<size_t>(rotary_dim - tail));
+  CopyPassThrough(x, y, rotary_dim, head_dim, tally);
 }
 
 // BHTD order: pairs of heads walk their tokens side by side, so each table row,
@@ -130,18 +153,18 @@ void RotateRowInterleaved(const float* x, float* y, int64_t head_dim, int64_t ro
 constexpr int64_t kHeadGroup = 2;
 constexpr int64_t kTableBlockBytes = 4 * 1024 * 1024;
 
-template <RopeStyle kStyle>
+template <RopeStyle kStyle, class Tally>
 void ApplyRopeStyled(const float* x, float* y, const RopeGeometry& g, const float* cos,
-                     const float* sin) {
+                     const float* sin, Tally& tally) {
   const auto rotate = [&](int64_t b, int64_t h, int64_t t) {
     const int64_t offset = b * g.batch_stride + h * g.head_stride + t * g.token_stride;
     const int64_t table = b * g.table_batch_stride + t * g.rotary_dim;
     if (kStyle == RopeStyle::kHalf) {
       RotateRowHalf(x + offset, y + offset, g.head_dim, g.rotary_dim, cos + table,
-                    sin + table);
+                    sin + table, tally);
     } else {
       RotateRowInterleaved(x + offset, y + offset, g.head_dim, g.rotary_dim, cos + table,
-                           sin + table);
+                           sin + table, tally);
     }
   };
   const int64_t block = std::max<int64_t>(
@@ -195,13 +218,18 @@ void RopeTables(const RopeFrequencies& frequencies, RopeStyle style,
   }
 }
 
+// With `stats`, the statistics of y[0, B * H * T * head_dim): a contiguous tensor's
+// (the geometry's strides then cover it exactly).
 void RopeRows(const float* x, float* y, const RopeGeometry& g, RopeStyle style,
-              const float* cos, const float* sin) {
-  if (style == RopeStyle::kHalf) {
-    ApplyRopeStyled<RopeStyle::kHalf>(x, y, g, cos, sin);
-  } else {
-    ApplyRopeStyled<RopeStyle::kInterleaved>(x, y, g, cos, sin);
-  }
+              const float* cos, const float* sin, ValueStats* stats) {
+  WithOutputTally(y, g.batch * g.heads * g.tokens * g.head_dim, stats,
+                  [&](auto& tally) HWY_ATTR {
+                    if (style == RopeStyle::kHalf) {
+                      ApplyRopeStyled<RopeStyle::kHalf>(x, y, g, cos, sin, tally);
+                    } else {
+                      ApplyRopeStyled<RopeStyle::kInterleaved>(x, y, g, cos, sin, tally);
+                    }
+                  });
 }
 
 }  // namespace HWY_NAMESPACE
@@ -220,8 +248,8 @@ void ComputeRopeTables(const RopeFrequencies& frequencies, RopeStyle style,
 }
 
 void ApplyRope(const float* x, float* y, const RopeGeometry& g, RopeStyle style,
-               const float* cos, const float* sin) {
-  HWY_DYNAMIC_DISPATCH(RopeRows)(x, y, g, style, cos, sin);
+               const float* cos, const float* sin, ValueStats* output_stats) {
+  HWY_DYNAMIC_DISPATCH(RopeRows)(x, y, g, style, cos, sin, output_stats);
 }
 
 }  // namespace layerserve::kernels

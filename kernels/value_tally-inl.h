@@ -1,7 +1,9 @@
 // ValueTally: the statistics of ValueStats (value_stats.h) taken in vector
 // registers by a Highway loop as it writes its output, so the output is not read
 // again for them. Shared by ComputeValueStats (value_stats.cc), the norms'
-// output pass (norm_loops.cc) and the activations (activation_hwy.cc).
+// output pass (norm_loops.cc), the activations (activation_hwy.cc) and, through
+// OutputTally, the positional encodings (positional_fast.cc) and RoPE
+// (rope_apply.cc).
 //
 // Per-target code: include it after hwy/highway.h in a file that Highway compiles
 // once per target (hwy/foreach_target.h). The guard below is Highway's pattern
@@ -53,25 +55,105 @@ struct ValueTally {
     return v;
   }
 
-  // Adds the values tallied since the last Fold, values[0, n) as written, to
-  // `stats`: from the lanes when their sum of squares is finite (then every value
-  // was finite and Max saw no NaN), else from the values again, one by one, as
-  // ValueStatsReference counts them.
-  HWY_INLINE void Fold(const float* values, size_t n, ValueStats& stats) {
+  // Adds the n values tallied since the last Fold to `stats` if their sum of
+  // squares is finite (then every value was finite and Max saw no NaN) and returns
+  // true; else returns false and leaves `stats` alone. Starts a new tally either way.
+  HWY_INLINE bool FoldIfFinite(size_t n, ValueStats& stats) {
     namespace hn = hwy::HWY_NAMESPACE;
     const D d;
     const float sum = hn::GetLane(hn::SumOfLanes(d, sum_sq));
-    if (std::isfinite(sum)) {
+    const bool finite = std::isfinite(sum);
+    if (finite) {
       stats.count += static_cast<int64_t>(n);
       stats.sum_squares += sum;
       stats.abs_max = std::max(stats.abs_max, hn::GetLane(hn::MaxOfLanes(d, abs_max)));
-    } else {
-      stats.Merge(ValueStatsReference(values, static_cast<int64_t>(n)));
     }
     abs_max = hn::Zero(d);
     sum_sq = hn::Zero(d);
+    return finite;
+  }
+
+  // Adds the values tallied since the last Fold, values[0, n) as written, to
+  // `stats`: from the lanes when they were all finite, else from the values again,
+  // one by one, as ValueStatsReference counts them.
+  HWY_INLINE void Fold(const float* values, size_t n, ValueStats& stats) {
+    if (!FoldIfFinite(n, stats)) {
+      stats.Merge(ValueStatsReference(values, static_cast<int64_t>(n)));
+    }
   }
 };
+
+// The statistics of an output written in pieces (rows, head rows, the scalar tail
+// of a row) and in any order, for loops that do not write one contiguous run
+// (positional encodings, RoPE). Vectors go through Add, which folds the tally
+// every kFoldVectors vectors (4096 values on AVX-512; each float lane sums 256
+// squares, whatever the vector width); values written one by one are counted
+// from memory through AddWritten. A fold that meets a NaN or Inf (or a square
+// past float's range) cannot say which piece held it, so Finish then takes the
+// statistics of the whole output again: one more read, only for outputs that
+// have such values.
+class OutputTally {
+ public:
+  using V = ValueTally::V;
+  static constexpr size_t kFoldVectors = 256;
+
+  // Not implicit: that would not be compiled for this target (see ValueTally).
+  HWY_INLINE OutputTally() {}
+
+  // Tallies the lanes of v, all of which the caller writes; returns v.
+  HWY_INLINE V Add(V v) {
+    v = tally_.Add(v);
+    if (HWY_UNLIKELY(++pending_ == kFoldVectors)) Fold();
+    return v;
+  }
+  // Counts values[0, n), which the caller wrote without Add.
+  HWY_INLINE void AddWritten(const float* values, size_t n) {
+    if (n > 0) stats_.Merge(ValueStatsReference(values, static_cast<int64_t>(n)));
+  }
+  // The statistics of output[0, count), every value of which went through Add or
+  // AddWritten exactly once.
+  HWY_INLINE ValueStats Finish(const float* output, int64_t count) {
+    Fold();
+    return recount_ ? ComputeValueStats(output, count) : stats_;
+  }
+
+ private:
+  HWY_INLINE void Fold() {
+    const size_t values = pending_ * hwy::HWY_NAMESPACE::Lanes(ValueTally::D());
+    if (!tally_.FoldIfFinite(values, stats_)) recount_ = true;
+    pending_ = 0;
+  }
+
+  ValueTally tally_;
+  size_t pending_ = 0;  // Vectors added since the last fold.
+  ValueStats stats_;
+  bool recount_ = false;
+};
+
+// OutputTally's interface for loops run without statistics: compiles to nothing.
+struct NoTally {
+  template <class V>
+  HWY_INLINE V Add(V v) {
+    return v;
+  }
+  HWY_INLINE void AddWritten(const float*, size_t) {}
+};
+
+// Runs body(tally) with an OutputTally when `stats` is set, then sets *stats to
+// the statistics of output[0, count); with a NoTally otherwise. Each is its own
+// instantiation of body, so the loop without statistics is the loop it was.
+template <class Body>
+HWY_INLINE void WithOutputTally(const float* output, int64_t count, ValueStats* stats,
+                                const Body& body) {
+  if (stats == nullptr) {
+    NoTally none;
+    body(none);
+    return;
+  }
+  OutputTally tally;
+  body(tally);
+  *stats = tally.Finish(output, count);
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace layerserve::kernels

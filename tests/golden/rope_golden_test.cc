@@ -136,8 +136,12 @@ Rotated RotateWithPyTorchFrequencies(const RopeGoldenCase& c, bool fast) {
         kernels::ContiguousRopeGeometry(c.bhtd(), c.batch(), c.heads(shape), c.tokens(),
                                         c.head_dim(), rotary_dim, shared);
     std::vector<float> y(x.size());
-    (fast ? kernels::ApplyRope : kernels::ApplyRopeReference)(
-        x.data(), y.data(), g, StyleOf(c), cos.data(), sin.data());
+    if (fast) {
+      kernels::ApplyRope(x.data(), y.data(), g, StyleOf(c), cos.data(), sin.data());
+    } else {
+      kernels::ApplyRopeReference(x.data(), y.data(), g, StyleOf(c), cos.data(),
+                                  sin.data());
+    }
     return y;
   };
   Rotated r;

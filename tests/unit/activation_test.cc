@@ -43,6 +43,7 @@
 
 #include "hwy/targets.h"
 #include "kernels/activation_internal.h"
+#include "tests/testing/output_stats.h"
 
 namespace layerserve::kernels {
 namespace {
@@ -99,26 +100,12 @@ bool Applies(Strategy s, Activation act) {
 
 // The loops also take the statistics of their output as they write it, when asked
 // (Activate's output_stats). Every Highway run below is repeated that way, first,
-// into a buffer of its own (y may be the input): the output must be the same to
-// the bit (NaN's sign aside: with two NaN operands, SSE's mulps keeps the first,
-// and the compiler may order a product either way) and the statistics those of
-// the output. Squares are summed in float lanes per 4096 values: the sum is held
-// to 1e-5 relative, plus what float squares lose below their range (|v| < 1e-19).
+// into a buffer of its own (y may be the input): the output must be the same and
+// the statistics those of the output (tests/testing/output_stats.h).
 void ExpectStatsRunMatches(const std::vector<float>& with_stats, const ValueStats& got,
                            const float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const bool same = std::memcmp(&with_stats[i], &y[i], sizeof(float)) == 0 ||
-                      (std::isnan(with_stats[i]) && std::isnan(y[i]));
-    ASSERT_TRUE(same) << "the output changed when its statistics were asked for, at " << i
-                      << ": " << with_stats[i] << " vs " << y[i];
-  }
-  const ValueStats want = ValueStatsReference(y, n);
-  EXPECT_EQ(got.count, want.count);
-  EXPECT_EQ(got.nan, want.nan);
-  EXPECT_EQ(got.inf, want.inf);
-  EXPECT_EQ(got.abs_max, want.abs_max);
-  EXPECT_NEAR(got.sum_squares, want.sum_squares,
-              1e-5 * want.sum_squares + static_cast<double>(n) * 1e-38);
+  testing::ExpectSameOutput(with_stats.data(), y, n);
+  testing::ExpectStatsOf(got, y, n);
 }
 
 void RunUnaryOnce(Strategy s, ActivationContext& ctx, Activation act, const float* x,

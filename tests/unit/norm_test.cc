@@ -48,6 +48,7 @@
 
 #include "hwy/targets.h"
 #include "kernels/norm_internal.h"
+#include "tests/testing/output_stats.h"
 
 namespace layerserve::kernels {
 namespace {
@@ -255,9 +256,7 @@ Outputs RunKernel(Kernel k, bool fast, NormContext& ctx, const Inputs& in,
 
 // NormParams::output_stats, for the hand loops behind every fast run: the same
 // output to the bit with statistics as without, and the statistics of that output
-// (ValueStatsReference: counts and abs-max exact; the sum of squares is summed per
-// row in float lanes: within 1e-5 relative, the 1-lane target summing a row of
-// 4097 squares in one chain, or 1e-37 absolute for tiny outputs).
+// (tests/testing/output_stats.h).
 void ExpectOutputStatsOf(Kernel k, NormContext& ctx, const Inputs& in, const Options& o,
                          const Outputs& plain) {
   ValueStats got;
@@ -265,14 +264,8 @@ void ExpectOutputStatsOf(Kernel k, NormContext& ctx, const Inputs& in, const Opt
   ASSERT_EQ(std::memcmp(with_stats.y.data(), plain.y.data(), plain.y.size() * sizeof(float)),
             0)
       << Name(k) << ": the output changed when its statistics were asked for";
-  const ValueStats want =
-      ValueStatsReference(plain.y.data(), static_cast<int64_t>(plain.y.size()));
-  EXPECT_EQ(got.count, want.count) << Name(k);
-  EXPECT_EQ(got.nan, want.nan) << Name(k);
-  EXPECT_EQ(got.inf, want.inf) << Name(k);
-  EXPECT_EQ(got.abs_max, want.abs_max) << Name(k);
-  EXPECT_NEAR(got.sum_squares, want.sum_squares, 1e-5 * want.sum_squares + 1e-37)
-      << Name(k);
+  testing::ExpectStatsOf(got, plain.y.data(), static_cast<int64_t>(plain.y.size()),
+                         Name(k));
 }
 
 // Runs one kernel on private copies of the inputs, with the aliasing and alignment

@@ -17,6 +17,9 @@
 //   plus one ulp of the result, so |fast - ref| <= kTrigTol + eps32 * |ref|. A table
 //   (no input) is judged by kTrigTol alone. An add that reads the context's cached
 //   table must equal x + that table output bit for bit, as computing does.
+// Every fast run of the sweeps is repeated with output statistics (output_stats),
+// out of place into a buffer of its own: the same output to the bit, and the
+// statistics of that output (tests/testing/output_stats.h).
 #include "kernels/positional.h"
 
 #include <gtest/gtest.h>
@@ -32,6 +35,7 @@
 
 #include "hwy/targets.h"
 #include "kernels/positional_internal.h"
+#include "tests/testing/output_stats.h"
 
 namespace layerserve::kernels {
 namespace {
@@ -92,6 +96,19 @@ void ExpectSameFloats(const float* fast, const float* ref, size_t n,
   }
 }
 
+// Runs run(out, stats), a fast kernel writing n values into `out` with its output
+// statistics, and holds it to `y`, what the same call wrote without them.
+template <class Run>
+void ExpectStatsRunMatches(const float* y, size_t n, bool misaligned, const Run& run,
+                           const std::string& what) {
+  Buffer with_stats(n, misaligned);
+  ValueStats stats;
+  run(with_stats.data(), &stats);
+  const int64_t count = static_cast<int64_t>(n);
+  testing::ExpectSameOutput(with_stats.data(), y, count, what);
+  testing::ExpectStatsOf(stats, y, count, what);
+}
+
 // The sinusoidal tolerance stated at the top. NaN must match NaN, Inf match Inf.
 void ExpectSinusoidalClose(const float* fast, const float* ref, size_t n, bool with_input,
                            const std::string& what) {
@@ -146,6 +163,13 @@ void CheckSinusoidal(PositionalContext& ctx, const SinusoidalCase& c, float base
                       base, c.layout, ref.data());
   ExpectSinusoidalClose(y, ref.data(), n, c.with_input,
                         Describe(c) + " base " + std::to_string(base));
+  ExpectStatsRunMatches(
+      y, n, c.misaligned,
+      [&](float* out, ValueStats* stats) {
+        Sinusoidal(ctx, c.with_input ? x.data() : nullptr, positions.data(), c.rows, c.dim,
+                   base, c.layout, out, stats);
+      },
+      Describe(c));
 }
 
 class SinusoidalTest : public ::testing::TestWithParam<int64_t> {
@@ -405,10 +429,16 @@ TEST_P(LearnedTest, BitExactOnEveryShape) {
           std::vector<float> ref(n);
           LearnedReference(x.data(), positions.data(), rows, dim, table.data(),
                            ref.data());
-          ExpectSameFloats(y, ref.data(), n,
-                           std::to_string(rows) + "x" + std::to_string(dim) +
-                               (misaligned ? " misaligned" : "") +
-                               (in_place ? " in-place" : ""));
+          const std::string what = std::to_string(rows) + "x" + std::to_string(dim) +
+                                   (misaligned ? " misaligned" : "") +
+                                   (in_place ? " in-place" : "");
+          ExpectSameFloats(y, ref.data(), n, what);
+          ExpectStatsRunMatches(
+              y, n, misaligned,
+              [&](float* out, ValueStats* stats) {
+                Learned(x.data(), positions.data(), rows, dim, table.data(), out, stats);
+              },
+              what);
         }
       }
     }
@@ -503,13 +533,20 @@ void CheckAlibi(const AlibiCase& c, uint32_t seed) {
   std::vector<float> ref(n);
   AlibiReference(slopes.data(), shape, c.with_scores ? scores.data() : nullptr, c.batch,
                  ref.data());
-  ExpectSameFloats(
-      y, ref.data(), n,
+  const std::string what =
       "alibi B" + std::to_string(c.batch) + " H" + std::to_string(c.heads) + " " +
-          std::to_string(c.tq) + "x" + std::to_string(c.tk) + " offset " +
-          std::to_string(c.offset) + (c.symmetric ? " symmetric" : "") +
-          (c.with_scores ? " +scores" : "") + (c.in_place ? " in-place" : "") +
-          (c.misaligned ? " misaligned" : ""));
+      std::to_string(c.tq) + "x" + std::to_string(c.tk) + " offset " +
+      std::to_string(c.offset) + (c.symmetric ? " symmetric" : "") +
+      (c.with_scores ? " +scores" : "") + (c.in_place ? " in-place" : "") +
+      (c.misaligned ? " misaligned" : "");
+  ExpectSameFloats(y, ref.data(), n, what);
+  ExpectStatsRunMatches(
+      y, n, c.misaligned,
+      [&](float* out, ValueStats* stats) {
+        Alibi(slopes.data(), shape, c.with_scores ? scores.data() : nullptr, c.batch, out,
+              stats);
+      },
+      what);
 }
 
 class AlibiTest : public ::testing::TestWithParam<int64_t> {
@@ -634,8 +671,14 @@ TEST_P(T5BiasTargetTest, FastMatchesReferenceBitExact) {
         std::vector<float> ref(n);
         T5Bias(ctx, table.data(), shape, fast.data());
         T5BiasReference(table.data(), shape, ref.data());
-        ExpectSameFloats(fast.data(), ref.data(), n,
-                         "t5 " + std::to_string(tq) + "x" + std::to_string(tk));
+        const std::string what = "t5 " + std::to_string(tq) + "x" + std::to_string(tk);
+        ExpectSameFloats(fast.data(), ref.data(), n, what);
+        ExpectStatsRunMatches(
+            fast.data(), n, /*misaligned=*/true,
+            [&](float* out, ValueStats* stats) {
+              T5Bias(ctx, table.data(), shape, out, stats);
+            },
+            what);
       }
     }
   }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hwy/targets.h"
+#include "tests/testing/output_stats.h"
 
 namespace layerserve::kernels {
 namespace {
@@ -167,6 +168,20 @@ TEST_P(RopeSweepTest, FastMatchesReference) {
         EXPECT_EQ(std::vector<float>(in_place.begin() + misalign, in_place.end()),
                   std::vector<float>(y_fast, y_fast + n))
             << "in place must equal out of place bit for bit";
+
+        // With output statistics, out of place and in place: the same output,
+        // and the statistics of it.
+        std::vector<float> with_stats_buf(n + misalign);
+        ValueStats stats;
+        ApplyRope(x, with_stats_buf.data() + misalign, g, c.style, t.cos.data(),
+                  t.sin.data(), &stats);
+        testing::ExpectSameOutput(with_stats_buf.data() + misalign, y_fast, n);
+        testing::ExpectStatsOf(stats, y_fast, n, "out of place");
+        std::vector<float> in_place_stats(x_buf);
+        ApplyRope(in_place_stats.data() + misalign, in_place_stats.data() + misalign, g,
+                  c.style, t.cos.data(), t.sin.data(), &stats);
+        testing::ExpectSameOutput(in_place_stats.data() + misalign, y_fast, n);
+        testing::ExpectStatsOf(stats, y_fast, n, "in place");
       }
     }
   }
@@ -221,6 +236,12 @@ TEST_P(RopeValuesTest, LargeMagnitudesAndNonFiniteValues) {
       TargetScope scope(target);
       ApplyRope(x.data(), y_fast.data(), g, style, t.cos.data(), t.sin.data());
       CompareRows(x.data(), y_fast.data(), y_ref.data(), g, style, t, "values");
+      std::vector<float> with_stats(x.size());
+      ValueStats stats;
+      ApplyRope(x.data(), with_stats.data(), g, style, t.cos.data(), t.sin.data(), &stats);
+      testing::ExpectSameOutput(with_stats.data(), y_fast.data(),
+                                static_cast<int64_t>(x.size()));
+      testing::ExpectStatsOf(stats, y_fast.data(), static_cast<int64_t>(x.size()));
       // NaN where a NaN meets its rotation partner (position 0: NaN * 0), and the
       // pass-through NaN kept.
       EXPECT_TRUE(std::isnan(y_fast[3]));
