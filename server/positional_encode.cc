@@ -266,54 +266,65 @@ absl::StatusOr<T5BiasJob> ParseT5Bias(const v1::T5Bias& t, v1::DataType output_d
   return job;
 }
 
+// Every kernel takes its output's statistics in the pass that writes it
+// (`stats`), so the reply is not read again for its numeric health.
 OutputHealth Run(kernels::PositionalContext& context, const SinusoidalJob& job,
-            v1::PositionalEncodeResponse* response) {
-  return FillTensor(job.shape, job.rows * job.dim, job.output_type,
-                    response->mutable_output(), [&](float* out) {
-                      kernels::Sinusoidal(
-                          context, job.has_input ? job.input.values.data() : nullptr,
-                          job.positions.data(), job.rows, job.dim, job.base, job.layout,
-                          out);
-                    });
+                 v1::PositionalEncodeResponse* response) {
+  kernels::ValueStats stats;
+  return FillTensor(
+      job.shape, job.rows * job.dim, job.output_type, response->mutable_output(),
+      [&](float* out) {
+        kernels::Sinusoidal(context, job.has_input ? job.input.values.data() : nullptr,
+                            job.positions.data(), job.rows, job.dim, job.base, job.layout,
+                            out, &stats);
+      },
+      &stats);
 }
 
 OutputHealth Run(kernels::PositionalContext&, const LearnedJob& job,
-            v1::PositionalEncodeResponse* response) {
+                 v1::PositionalEncodeResponse* response) {
   const TensorInfo& info = job.input.info;
-  return FillTensor(info.shape, info.elements, job.output_type,
-                    response->mutable_output(), [&](float* out) {
-                      kernels::Learned(job.input.values.data(), job.positions.data(),
-                                       info.rows(), info.last_dim(),
-                                       job.table.values.data(), out);
-                    });
+  kernels::ValueStats stats;
+  return FillTensor(
+      info.shape, info.elements, job.output_type, response->mutable_output(),
+      [&](float* out) {
+        kernels::Learned(job.input.values.data(), job.positions.data(), info.rows(),
+                         info.last_dim(), job.table.values.data(), out, &stats);
+      },
+      &stats);
 }
 
 OutputHealth Run(kernels::PositionalContext&, const RopeJob& job,
-            v1::PositionalEncodeResponse* response) {
+                 v1::PositionalEncodeResponse* response) {
   return RunRope(job, response);
 }
 
 OutputHealth Run(kernels::PositionalContext&, const AlibiJob& job,
-            v1::PositionalEncodeResponse* response) {
+                 v1::PositionalEncodeResponse* response) {
   std::vector<float> slopes(job.shape.heads);
   kernels::AlibiSlopes(job.shape.heads, slopes.data());
   const int64_t count =
       job.batch * job.shape.heads * job.shape.query_length * job.shape.key_length;
-  return FillTensor(job.output_shape, count, job.output_type, response->mutable_output(),
-                    [&](float* out) {
-                      kernels::Alibi(slopes.data(), job.shape,
-                                     job.has_scores ? job.scores.values.data() : nullptr,
-                                     job.batch, out);
-                    });
+  kernels::ValueStats stats;
+  return FillTensor(
+      job.output_shape, count, job.output_type, response->mutable_output(),
+      [&](float* out) {
+        kernels::Alibi(slopes.data(), job.shape,
+                       job.has_scores ? job.scores.values.data() : nullptr, job.batch, out,
+                       &stats);
+      },
+      &stats);
 }
 
 OutputHealth Run(kernels::PositionalContext& context, const T5BiasJob& job,
-            v1::PositionalEncodeResponse* response) {
+                 v1::PositionalEncodeResponse* response) {
   const kernels::T5BiasShape& s = job.shape;
+  kernels::ValueStats stats;
   return FillTensor(
       {s.heads, s.query_length, s.key_length}, s.heads * s.query_length * s.key_length,
       job.output_type, response->mutable_output(),
-      [&](float* out) { kernels::T5Bias(context, job.table.values.data(), s, out); });
+      [&](float* out) { kernels::T5Bias(context, job.table.values.data(), s, out, &stats); },
+      &stats);
 }
 
 }  // namespace

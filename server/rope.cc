@@ -233,22 +233,27 @@ OutputHealth RunRope(const RopeJob& job, v1::PositionalEncodeResponse* response)
 
   // Rotated straight into the reply's bytes (FLOAT32; through a float buffer for
   // 16-bit outputs), as the other methods' kernels write theirs: no zeroed
-  // buffer, no copy.
+  // buffer, no copy. The kernel takes each output's statistics as it writes it:
+  // the query's are the reply's numeric health; of the key's only the NaN and Inf
+  // count is used (to tell whether the input needs reading for its own).
   auto rotate = [&](const DecodedTensor& tensor, int64_t heads, v1::Tensor* out) {
     const kernels::RopeGeometry geometry = kernels::ContiguousRopeGeometry(
         job.bhtd, job.batch, heads, job.tokens, job.head_dim, job.rotary_dim,
         job.shared_positions);
-    return FillTensor(tensor.info.shape, tensor.info.elements, job.output_type, out,
-                      [&](float* y) {
-                        kernels::ApplyRope(tensor.values.data(), y, geometry, job.style,
-                                           cos.data(), sin.data());
-                      });
+    kernels::ValueStats stats;
+    return FillTensor(
+        tensor.info.shape, tensor.info.elements, job.output_type, out,
+        [&](float* y) {
+          kernels::ApplyRope(tensor.values.data(), y, geometry, job.style, cos.data(),
+                             sin.data(), &stats);
+        },
+        &stats);
   };
-  // The query's statistics are the reply's numeric health; the key's are not
-  // exported.
   OutputHealth health = rotate(job.query, job.query_heads, response->mutable_output());
   if (job.has_key) {
-    health.saturated += rotate(job.key, job.key_heads, response->mutable_key()).saturated;
+    const OutputHealth key = rotate(job.key, job.key_heads, response->mutable_key());
+    health.saturated += key.saturated;
+    health.other_outputs_nonfinite += key.stats.nan + key.stats.inf;
   }
   return health;
 }

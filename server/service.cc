@@ -132,15 +132,26 @@ int64_t RequestElements(const PositionalEncodeJob& job) {
 }
 
 // Input statistics, taken after the kernel (only their NaN and Inf counts are
-// exported). A norm turns a row holding any NaN or Inf into a row with NaN (its
-// mean or mean square is not finite), so an output without them proves the input
-// had none: the common case skips a read of the whole input, which cost 25-40 µs
-// per MiB outside the kernel (docs/BENCHMARKS.md).
+// exported). Where every input value reaches the output through operations that
+// keep a NaN or Inf non-finite, an output without them proves the input had none:
+// the common case skips a read of the whole input, which cost 25-40 µs per MiB
+// outside the kernel (docs/BENCHMARKS.md).
+bool OutputHasNonFinite(const OutputHealth& output) {
+  return output.stats.nan + output.stats.inf + output.other_outputs_nonfinite > 0;
+}
+kernels::ValueStats AllFinite(int64_t count) {
+  kernels::ValueStats stats;
+  stats.count = count;
+  return stats;
+}
+kernels::ValueStats StatsUnlessOutputFinite(const DecodedTensor& input,
+                                            const OutputHealth& output) {
+  return OutputHasNonFinite(output) ? ValueStatsOf(input) : AllFinite(input.info.elements);
+}
+// A norm turns a row holding any NaN or Inf into a row with NaN (its mean or mean
+// square is not finite).
 kernels::ValueStats InputStats(const NormalizeJob& job, const OutputHealth& output) {
-  if (output.stats.nan + output.stats.inf > 0) return ValueStatsOf(job.input);
-  kernels::ValueStats all_finite;
-  all_finite.count = job.input.info.elements;
-  return all_finite;
+  return StatsUnlessOutputFinite(job.input, output);
 }
 kernels::ValueStats InputStats(const ActivateJob& job, const OutputHealth&) {
   return ValueStatsOf(job.input);
@@ -148,19 +159,25 @@ kernels::ValueStats InputStats(const ActivateJob& job, const OutputHealth&) {
 kernels::ValueStats InputStats(const BlockForwardJob& job, const OutputHealth&) {
   return ValueStatsOf(job.hidden);
 }
-kernels::ValueStats InputStats(const PositionalEncodeJob& job, const OutputHealth&) {
+// The additive encodings add a finite value to each input value (x + NaN or
+// +-Inf is not finite), and RoPE's x * cos + partner * sin is not finite when x is
+// not (Inf * 0 is NaN); pass-through dims are copies. T5's output holds only the
+// table entries its buckets select, so its table is read.
+kernels::ValueStats InputStats(const PositionalEncodeJob& job, const OutputHealth& output) {
   return std::visit(
-      Overloaded{[](const SinusoidalJob& j) {
-                   return j.has_input ? ValueStatsOf(j.input) : kernels::ValueStats();
+      Overloaded{[&](const SinusoidalJob& j) {
+                   return j.has_input ? StatsUnlessOutputFinite(j.input, output)
+                                      : kernels::ValueStats();
                  },
-                 [](const LearnedJob& j) { return ValueStatsOf(j.input); },
-                 [](const RopeJob& j) {
-                   kernels::ValueStats s = ValueStatsOf(j.query);
-                   if (j.has_key) s.Merge(ValueStatsOf(j.key));
+                 [&](const LearnedJob& j) { return StatsUnlessOutputFinite(j.input, output); },
+                 [&](const RopeJob& j) {
+                   kernels::ValueStats s = StatsUnlessOutputFinite(j.query, output);
+                   if (j.has_key) s.Merge(StatsUnlessOutputFinite(j.key, output));
                    return s;
                  },
-                 [](const AlibiJob& j) {
-                   return j.has_scores ? ValueStatsOf(j.scores) : kernels::ValueStats();
+                 [&](const AlibiJob& j) {
+                   return j.has_scores ? StatsUnlessOutputFinite(j.scores, output)
+                                       : kernels::ValueStats();
                  },
                  [](const T5BiasJob& j) { return ValueStatsOf(j.table); }},
       job);

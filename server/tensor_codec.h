@@ -93,6 +93,9 @@ kernels::ValueStats ValueStatsOf(const DecodedTensor& tensor);
 struct OutputHealth {
   int64_t saturated = 0;      // Finite values that became +-Inf in a 16-bit dtype.
   kernels::ValueStats stats;  // Of the main output tensor, before conversion.
+  // NaN and Inf in the other output tensors (RoPE's rotated key), whose statistics
+  // are not exported: the server needs only to know whether they hold any.
+  int64_t other_outputs_nonfinite = 0;
   int64_t zero_variance_rows = 0;  // Normalize: rows with nothing to normalize.
   // BlockForward: mean attention entropy per head, real token and layer; < 0 when
   // not applicable.

@@ -8,7 +8,7 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import SOURCE_DIR
+from conftest import SOURCE_DIR, wait_for
 from layerserve.v1 import layerserve_pb2 as pb
 from wire import WIRE, tensor, values
 
@@ -21,10 +21,6 @@ TOLERANCE = {"float32": 1e-5, "bfloat16": 2e-2}
 def golden():
     with open(GOLDEN) as f:
         return json.load(f)
-
-
-
-
 
 
 def check(response_tensor, want, shape, wire):
@@ -142,3 +138,69 @@ def test_errors_carry_their_codes(stub):
             sinusoidal=pb.Sinusoidal(num_positions=4, dim=7)))
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.value.details().startswith("sinusoidal.dim: 7 must be even")
+
+
+def test_numeric_health_counts_what_was_sent(server, stub):
+    """The kernels take their output's statistics as they write it; an input is
+    read for its own only when the output shows NaN or Inf (an add or a rotation
+    keeps them), except T5's table, whose unused buckets never reach the output."""
+    nan, inf = float("nan"), float("inf")
+
+    def counts():
+        return {(where, kind): server.metric_sum(
+                    "layerserve_nonfinite_values_total", method="PositionalEncode",
+                    where=where, kind=kind)
+                for where in ("input", "output") for kind in ("nan", "inf")}
+
+    def moved(request, want):
+        before = counts()
+        call(stub, request)
+        assert wait_for(lambda: counts() != before or not any(want.values()))
+        after = counts()
+        assert {k: after[k] - before[k] for k in after if after[k] != before[k]} == want
+
+    # Learned add: a NaN and an Inf in the input stay in the output.
+    x = np.array([[nan, 1, 2, inf], [1, 2, 3, 4]], np.float32)
+    moved(pb.PositionalEncodeRequest(learned=pb.Learned(
+              input=tensor(x, x.shape, "float32"),
+              table=tensor(np.zeros((4, 4)), (4, 4), "float32"))),
+          {("input", "nan"): 1, ("input", "inf"): 1, ("output", "nan"): 1,
+           ("output", "inf"): 1})
+    # ALiBi added to scores masked with -inf: both sides count the two -inf.
+    scores = np.zeros((1, 2, 2), np.float32)
+    scores[0, 0, 1] = scores[0, 1, 1] = -inf
+    moved(pb.PositionalEncodeRequest(alibi=pb.Alibi(
+              scores=tensor(scores, scores.shape, "float32"))),
+          {("input", "inf"): 2, ("output", "inf"): 2})
+    # RoPE: the key's +Inf at position 0 becomes Inf and, in its partner, Inf * 0 =
+    # NaN. Only the query's output is exported (finite here), but the key's
+    # non-finite output sends both inputs to be read: one Inf.
+    query = np.ones((1, 1, 1, 4), np.float32)
+    key = np.ones((1, 1, 1, 4), np.float32)
+    key[0, 0, 0, 1] = inf
+    moved(pb.PositionalEncodeRequest(rope=pb.Rope(
+              query=tensor(query, query.shape, "float32"),
+              key=tensor(key, key.shape, "float32"))),
+          {("input", "inf"): 1})
+    # T5: a NaN in a bucket no query-key distance selects is in the input only.
+    table = np.ones((4, 1), np.float32)
+    table[3, 0] = nan
+    moved(pb.PositionalEncodeRequest(t5_bias=pb.T5Bias(
+              table=tensor(table, table.shape, "float32"), bidirectional=False,
+              num_buckets=4, max_distance=8, query_length=1, key_length=1)),
+          {("input", "nan"): 1})
+    # Finite sends move nothing.
+    moved(pb.PositionalEncodeRequest(learned=pb.Learned(
+              input=tensor(np.ones((2, 4)), (2, 4), "float32"),
+              table=tensor(np.zeros((4, 4)), (4, 4), "float32"))), {})
+
+    # The table [[sin 0, cos 0], [sin 1, cos 1]]: abs-max 1, RMS sqrt(1/2).
+    abs_max = server.metric_sum("layerserve_output_abs_max_sum", method="PositionalEncode")
+    rms = server.metric_sum("layerserve_output_rms_sum", method="PositionalEncode")
+    call(stub, pb.PositionalEncodeRequest(sinusoidal=pb.Sinusoidal(num_positions=2, dim=2)))
+    assert wait_for(lambda: server.metric_sum(
+        "layerserve_output_abs_max_sum", method="PositionalEncode") > abs_max)
+    assert server.metric_sum("layerserve_output_abs_max_sum", method="PositionalEncode") - \
+        abs_max == pytest.approx(1.0, rel=1e-6)
+    assert server.metric_sum("layerserve_output_rms_sum", method="PositionalEncode") - \
+        rms == pytest.approx(np.sqrt(0.5), rel=1e-6)
