@@ -9,12 +9,12 @@
   batching  BlockForward through the demo model's 4 layers, T tokens per request,
             at concurrency 1, 8 and 64, with the default batcher and with
             --max-batch-rows=1 (every request alone).
-  positional  PositionalEncode (RoPE query and key, sinusoidal and ALiBi adds) at
-            1 MiB and 8-16 MiB per tensor, concurrency 1: the server's mean time
-            in the kernel and outside it, per request.
+  methods   PositionalEncode (RoPE query and key, sinusoidal and ALiBi adds) and
+            Activate (GELU) at 1 MiB and 8-16 MiB per tensor, concurrency 1: the
+            server's mean time in the kernel and outside it, per request.
 
 Usage: /usr/bin/python3 bench/serving_bench.py BUILD_DIR
-           [overhead|batching|positional]...
+           [overhead|batching|methods]...
 Prints Markdown tables. Everything runs on 127.0.0.1 with OS-picked ports.
 """
 import json
@@ -151,10 +151,11 @@ def batching():
             process.stop()
 
 
-def positional():
+def methods():
     cases = [("rope", "1,32,64,128"), ("rope", "1,32,512,128"),
              ("sinusoidal", "1,256,1024"), ("sinusoidal", "1,4096,1024"),
-             ("alibi", "1,16,128,128"), ("alibi", "1,16,512,512")]
+             ("alibi", "1,16,128,128"), ("alibi", "1,16,512,512"),
+             ("activate", "256,1024"), ("activate", "4096,1024")]
     server = Process([SERVER, "--host=127.0.0.1", "--port=0", "--metrics-port=0"])
     print("| method | shape | p50 µs (c=1) | server: request / queue / kernel µs "
           "| outside the kernel µs |")
@@ -164,7 +165,8 @@ def positional():
             before = samples(server.metrics_url)
             level = load(server.target, f"--method={method}", f"--shape={shape}",
                          "--duration=4s", "--concurrency=1")[0]
-            spans = server_means(before, samples(server.metrics_url), "PositionalEncode")
+            metric = "Activate" if method == "activate" else "PositionalEncode"
+            spans = server_means(before, samples(server.metrics_url), metric)
             request, queue, kernel = (spans[k] * 1e6 for k in ("request", "queue", "compute"))
             print(f"| {method} | [{shape}] | {level['latency_ms']['p50'] * 1e3:.0f} "
                   f"| {request:.0f} / {queue:.0f} / {kernel:.0f} | {request - kernel:.0f} |",
@@ -174,6 +176,6 @@ def positional():
 
 
 if __name__ == "__main__":
-    parts = {"overhead": overhead, "batching": batching, "positional": positional}
+    parts = {"overhead": overhead, "batching": batching, "methods": methods}
     for part in sys.argv[2:] or ["overhead", "batching"]:
         parts[part]()

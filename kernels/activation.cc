@@ -155,18 +155,20 @@ void ActivateOneDnn(ActivationContext& ctx, Activation act, const float* x, int6
 // the peer those measurements take and a second implementation the tests hold the
 // loops to; `ctx` keeps its primitives.
 void Activate(ActivationContext& /*ctx*/, Activation act, const float* x, int64_t n,
-              float* y, ValueStats* output_stats) {
-  internal::ActivateHighway(act, x, n, y, internal::UsesStreamingStores(n), output_stats);
+              float* y, ValueStats* output_stats, bool* inputs_finite) {
+  internal::ActivateHighway(act, x, n, y, internal::UsesStreamingStores(n), output_stats,
+                            inputs_finite);
 }
 
 void GatedActivate(ActivationContext& /*ctx*/, Activation act, const float* gate,
                    const float* up, int64_t rows, int64_t dim, int64_t stride, float* y,
-                   ValueStats* output_stats) {
+                   ValueStats* output_stats, bool* inputs_finite) {
   // oneDNN 2.6 has no GLU primitive. The nearest, eltwise with a binary-multiply
   // post-op, was not tried: the Highway loop already makes one pass, and for SiLU
   // (SwiGLU's gate, the common case) Highway beats oneDNN's eltwise alone.
   internal::GatedActivateHighway(act, gate, up, rows, dim, stride, y,
-                                 internal::UsesStreamingStores(rows * dim), output_stats);
+                                 internal::UsesStreamingStores(rows * dim), output_stats,
+                                 inputs_finite);
 }
 
 }  // namespace layerserve::kernels

@@ -80,12 +80,17 @@ class ActivationContext {
 
 // Fast kernels, same contracts as the references. With `output_stats`, also set
 // *output_stats to the numeric health of y (value_stats.h), taken in the pass
-// that writes y rather than by reading it again.
+// that writes y rather than by reading it again; and, with `inputs_finite` too,
+// *inputs_finite to whether every input value read (x; gate and up) was finite,
+// checked as it is read, so that a caller counting NaN and Inf on the input
+// reads it again only when it holds some (an output does not tell: ReLU, sigmoid
+// and tanh send -Inf to finite values).
 void Activate(ActivationContext& ctx, Activation act, const float* x, int64_t n,
-              float* y, ValueStats* output_stats = nullptr);
+              float* y, ValueStats* output_stats = nullptr,
+              bool* inputs_finite = nullptr);
 void GatedActivate(ActivationContext& ctx, Activation act, const float* gate,
                    const float* up, int64_t rows, int64_t dim, int64_t stride, float* y,
-                   ValueStats* output_stats = nullptr);
+                   ValueStats* output_stats = nullptr, bool* inputs_finite = nullptr);
 
 }  // namespace layerserve::kernels
 

@@ -13,6 +13,7 @@
 // foreach_target.h re-includes this file once per target; the includes below are
 // the per-target ones.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "hwy/cache_control.h"
@@ -283,102 +284,153 @@ HWY_INLINE void WriteOutput(size_t n, float* y, bool stream, ValueStats* stats,
   }
 }
 
+// With statistics the loops also check their inputs as they read them, for the
+// caller's input health: a NaN or Inf in x makes x * 0 NaN, so a sum of x * 0
+// over the vectors read (one fused multiply-add each) stays finite exactly when
+// every x was. InputsFinite gives the verdict; EndsFinite checks in scalar what
+// partial vectors read.
+HWY_INLINE VF AddNonFinite(DF d, VF x, VF seen) { return hn::MulAdd(x, hn::Zero(d), seen); }
+HWY_INLINE bool InputsFinite(DF d, VF seen) {
+  return std::isfinite(hn::GetLane(hn::SumOfLanes(d, seen)));
+}
+HWY_INLINE bool AllFinite(const float* x, size_t n) {
+  return std::all_of(x, x + n, [](float v) { return std::isfinite(v); });
+}
+// The values WriteOutput may hand to `partial` (an unaligned head, the tail: each
+// under one vector) lie within one vector of either end: checked before the loop
+// (y may be x), which keeps the check out of the vector loop's lambdas.
+HWY_INLINE bool EndsFinite(const float* x, size_t n) {
+  const size_t lanes = hn::Lanes(DF());
+  if (n <= 2 * lanes) return AllFinite(x, n);
+  return AllFinite(x, lanes) && AllFinite(x + n - lanes, lanes);
+}
+
 // y[i] = op(x[i]). Loads are unaligned; y == x is fine (same index read first).
 template <class Op, bool kStats>
-void UnaryLoop(const float* x, size_t n, float* y, bool stream, ValueStats* stats) {
+void UnaryLoop(const float* x, size_t n, float* y, bool stream, ValueStats* stats,
+               bool* inputs_finite) {
   const Op op;
   const DF d;
+  VF seen = hn::Zero(d);
+  bool ends_finite = true;
+  if constexpr (kStats) ends_finite = EndsFinite(x, n);
   WriteOutput<kStats>(
-      n, y, stream, stats, [&](size_t i) HWY_ATTR { return op(d, hn::LoadU(d, x + i)); },
+      n, y, stream, stats,
+      [&](size_t i) HWY_ATTR {
+        const VF v = hn::LoadU(d, x + i);
+        if constexpr (kStats) seen = AddNonFinite(d, v, seen);
+        return op(d, v);
+      },
       [&](size_t i, size_t m) { UnaryPartial(op, x + i, m, y + i); });
+  if constexpr (kStats) *inputs_finite = ends_finite && InputsFinite(d, seen);
   if (stream) hwy::FlushStream();  // Order the non-temporal stores before later writes.
 }
 
 // y[i] = op(g[i]) * u[i]. No fence: GatedRows fences once after all rows (one
-// per row cost ~25% on packed [2048, 2 x 4096]).
+// per row cost ~25% on packed [2048, 2 x 4096]). With kStats, clears
+// *inputs_finite if g or u holds a NaN or Inf.
 template <class Op, bool kStats>
 void GatedLoop(const float* g, const float* u, size_t n, float* y, bool stream,
-               ValueStats* stats) {
+               ValueStats* stats, bool* inputs_finite) {
   const Op op;
   const DF d;
+  VF seen = hn::Zero(d);
+  bool ends_finite = true;
+  if constexpr (kStats) ends_finite = EndsFinite(g, n) && EndsFinite(u, n);
   WriteOutput<kStats>(
       n, y, stream, stats,
       [&](size_t i) HWY_ATTR {
-        return hn::Mul(op(d, hn::LoadU(d, g + i)), hn::LoadU(d, u + i));
+        const VF gv = hn::LoadU(d, g + i);
+        const VF uv = hn::LoadU(d, u + i);
+        if constexpr (kStats) seen = AddNonFinite(d, uv, AddNonFinite(d, gv, seen));
+        return hn::Mul(op(d, gv), uv);
       },
       [&](size_t i, size_t m) { GatedPartial(op, g + i, u + i, m, y + i); });
+  if constexpr (kStats) {
+    if (!ends_finite || !InputsFinite(d, seen)) *inputs_finite = false;
+  }
 }
 
 template <class Op, bool kStats>
 void GatedRowsT(const float* gate, const float* up, int64_t rows, int64_t dim,
-                int64_t stride, float* y, bool stream, ValueStats* stats) {
+                int64_t stride, float* y, bool stream, ValueStats* stats,
+                bool* inputs_finite) {
+  if constexpr (kStats) *inputs_finite = true;
   if (stride == dim) {  // Two contiguous tensors: one run over all of them.
-    GatedLoop<Op, kStats>(gate, up, static_cast<size_t>(rows * dim), y, stream, stats);
+    GatedLoop<Op, kStats>(gate, up, static_cast<size_t>(rows * dim), y, stream, stats,
+                          inputs_finite);
   } else {
     for (int64_t r = 0; r < rows; ++r) {
       GatedLoop<Op, kStats>(gate + r * stride, up + r * stride, static_cast<size_t>(dim),
-                            y + r * dim, stream, stats);
+                            y + r * dim, stream, stats, inputs_finite);
     }
   }
   if (stream) hwy::FlushStream();  // Order the non-temporal stores before later writes.
 }
 
-// The loops with or without output statistics: each its own instantiation, so the
-// plain one is the loop it was.
+// The loops with or without output statistics (and the input check): each its
+// own instantiation, so the plain one is the loop it was.
 template <class Op>
-void Unary(const float* x, size_t n, float* y, bool stream, ValueStats* stats) {
-  if (stats != nullptr) return UnaryLoop<Op, true>(x, n, y, stream, stats);
-  UnaryLoop<Op, false>(x, n, y, stream, nullptr);
+void Unary(const float* x, size_t n, float* y, bool stream, ValueStats* stats,
+           bool* inputs_finite) {
+  if (stats != nullptr) return UnaryLoop<Op, true>(x, n, y, stream, stats, inputs_finite);
+  UnaryLoop<Op, false>(x, n, y, stream, nullptr, nullptr);
 }
 
 template <class Op>
 void GatedRows(const float* gate, const float* up, int64_t rows, int64_t dim,
-               int64_t stride, float* y, bool stream, ValueStats* stats) {
+               int64_t stride, float* y, bool stream, ValueStats* stats,
+               bool* inputs_finite) {
   if (stats != nullptr) {
-    return GatedRowsT<Op, true>(gate, up, rows, dim, stride, y, stream, stats);
+    return GatedRowsT<Op, true>(gate, up, rows, dim, stride, y, stream, stats,
+                                inputs_finite);
   }
-  GatedRowsT<Op, false>(gate, up, rows, dim, stride, y, stream, nullptr);
+  GatedRowsT<Op, false>(gate, up, rows, dim, stride, y, stream, nullptr, nullptr);
 }
 
+// `inputs_finite` is set with `stats` (it must then be non-null).
 void ActivateImpl(Activation act, const float* x, int64_t n, float* y, bool stream,
-                  ValueStats* stats) {
+                  ValueStats* stats, bool* inputs_finite) {
   const size_t count = static_cast<size_t>(n);
   switch (act) {
     case Activation::kRelu:
-      return Unary<Relu>(x, count, y, stream, stats);
+      return Unary<Relu>(x, count, y, stream, stats, inputs_finite);
     case Activation::kGelu:
-      return Unary<Gelu>(x, count, y, stream, stats);
+      return Unary<Gelu>(x, count, y, stream, stats, inputs_finite);
     case Activation::kGeluTanh:
-      return Unary<GeluTanh>(x, count, y, stream, stats);
+      return Unary<GeluTanh>(x, count, y, stream, stats, inputs_finite);
     case Activation::kSilu:
-      return Unary<Silu>(x, count, y, stream, stats);
+      return Unary<Silu>(x, count, y, stream, stats, inputs_finite);
     case Activation::kSigmoid:
-      return Unary<Sigmoid>(x, count, y, stream, stats);
+      return Unary<Sigmoid>(x, count, y, stream, stats, inputs_finite);
     case Activation::kTanh:
-      return Unary<Tanh>(x, count, y, stream, stats);
+      return Unary<Tanh>(x, count, y, stream, stats, inputs_finite);
     case Activation::kQuickGelu:
-      return Unary<QuickGelu>(x, count, y, stream, stats);
+      return Unary<QuickGelu>(x, count, y, stream, stats, inputs_finite);
   }
 }
 
 void GatedActivateImpl(Activation act, const float* gate, const float* up, int64_t rows,
                        int64_t dim, int64_t stride, float* y, bool stream,
-                       ValueStats* stats) {
+                       ValueStats* stats, bool* inputs_finite) {
   switch (act) {
     case Activation::kRelu:
-      return GatedRows<Relu>(gate, up, rows, dim, stride, y, stream, stats);
+      return GatedRows<Relu>(gate, up, rows, dim, stride, y, stream, stats, inputs_finite);
     case Activation::kGelu:
-      return GatedRows<Gelu>(gate, up, rows, dim, stride, y, stream, stats);
+      return GatedRows<Gelu>(gate, up, rows, dim, stride, y, stream, stats, inputs_finite);
     case Activation::kGeluTanh:
-      return GatedRows<GeluTanh>(gate, up, rows, dim, stride, y, stream, stats);
+      return GatedRows<GeluTanh>(gate, up, rows, dim, stride, y, stream, stats,
+                                 inputs_finite);
     case Activation::kSilu:
-      return GatedRows<Silu>(gate, up, rows, dim, stride, y, stream, stats);
+      return GatedRows<Silu>(gate, up, rows, dim, stride, y, stream, stats, inputs_finite);
     case Activation::kSigmoid:
-      return GatedRows<Sigmoid>(gate, up, rows, dim, stride, y, stream, stats);
+      return GatedRows<Sigmoid>(gate, up, rows, dim, stride, y, stream, stats,
+                                inputs_finite);
     case Activation::kTanh:
-      return GatedRows<Tanh>(gate, up, rows, dim, stride, y, stream, stats);
+      return GatedRows<Tanh>(gate, up, rows, dim, stride, y, stream, stats, inputs_finite);
     case Activation::kQuickGelu:
-      return GatedRows<QuickGelu>(gate, up, rows, dim, stride, y, stream, stats);
+      return GatedRows<QuickGelu>(gate, up, rows, dim, stride, y, stream, stats,
+                                  inputs_finite);
   }
 }
 
@@ -396,17 +448,21 @@ HWY_EXPORT(GatedActivateImpl);
 HWY_EXPORT(LoopTargetName);
 
 void ActivateHighway(Activation act, const float* x, int64_t n, float* y, bool stream,
-                     ValueStats* stats) {
+                     ValueStats* stats, bool* inputs_finite) {
+  bool unused;
   if (stats != nullptr) *stats = ValueStats();
-  HWY_DYNAMIC_DISPATCH(ActivateImpl)(act, x, n, y, stream, stats);
+  HWY_DYNAMIC_DISPATCH(ActivateImpl)(act, x, n, y, stream, stats,
+                                     inputs_finite != nullptr ? inputs_finite : &unused);
 }
 
 void GatedActivateHighway(Activation act, const float* gate, const float* up,
                           int64_t rows, int64_t dim, int64_t stride, float* y,
-                          bool stream, ValueStats* stats) {
+                          bool stream, ValueStats* stats, bool* inputs_finite) {
+  bool unused;
   if (stats != nullptr) *stats = ValueStats();
-  HWY_DYNAMIC_DISPATCH(GatedActivateImpl)(act, gate, up, rows, dim, stride, y, stream,
-                                          stats);
+  HWY_DYNAMIC_DISPATCH(GatedActivateImpl)(
+      act, gate, up, rows, dim, stride, y, stream, stats,
+      inputs_finite != nullptr ? inputs_finite : &unused);
 }
 
 const char* ActivationHighwayTarget() { return HWY_DYNAMIC_DISPATCH(LoopTargetName)(); }

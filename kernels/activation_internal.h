@@ -15,12 +15,14 @@ namespace layerserve::kernels::internal {
 // CPU (HWY_DYNAMIC_DISPATCH). Same contracts as the references. `stream` writes y
 // with non-temporal stores: for outputs far larger than the caches, so the stores
 // skip the read-for-ownership of y (only then; a cached reader of y would miss).
-// With `stats`, also sets *stats to the statistics of y, taken as y is written.
+// With `stats`, also sets *stats to the statistics of y, taken as y is written,
+// and *inputs_finite (if given) as Activate documents.
 void ActivateHighway(Activation act, const float* x, int64_t n, float* y, bool stream,
-                     ValueStats* stats = nullptr);
+                     ValueStats* stats = nullptr, bool* inputs_finite = nullptr);
 void GatedActivateHighway(Activation act, const float* gate, const float* up,
                           int64_t rows, int64_t dim, int64_t stride, float* y,
-                          bool stream, ValueStats* stats = nullptr);
+                          bool stream, ValueStats* stats = nullptr,
+                          bool* inputs_finite = nullptr);
 
 // The Highway target the loops above dispatch to ("AVX3", "AVX2"...).
 const char* ActivationHighwayTarget();

@@ -108,28 +108,34 @@ OutputHealth RunActivate(kernels::ActivationContext& context, const ActivateJob&
                               ? info.rows() * (info.last_dim() / 2)
                               : info.elements;
   // The kernel writes the response's bytes directly (FLOAT32 outputs), and takes
-  // their statistics as it writes them: no second read.
+  // their statistics as it writes them, checking its inputs as it reads them: no
+  // second read of either in the common case.
   kernels::ValueStats output_stats;
-  return FillTensor(
+  bool inputs_finite = false;
+  OutputHealth health = FillTensor(
       job.output_shape, outputs, job.output_type, response->mutable_output(),
       [&](float* y) {
         switch (job.form) {
           case ActivateJob::Form::kElementwise:
-            kernels::Activate(context, job.activation, x, info.elements, y, &output_stats);
+            kernels::Activate(context, job.activation, x, info.elements, y, &output_stats,
+                              &inputs_finite);
             break;
           case ActivateJob::Form::kGatedTwoTensors:
             kernels::GatedActivate(context, job.activation, job.gate.data(), x, info.rows(),
-                                   info.last_dim(), info.last_dim(), y, &output_stats);
+                                   info.last_dim(), info.last_dim(), y, &output_stats,
+                                   &inputs_finite);
             break;
           case ActivateJob::Form::kGatedPacked: {
             const int64_t f = info.last_dim() / 2;
             kernels::GatedActivate(context, job.activation, x, x + f, info.rows(), f, 2 * f,
-                                   y, &output_stats);
+                                   y, &output_stats, &inputs_finite);
             break;
           }
         }
       },
       &output_stats);
+  health.inputs_seen_finite = inputs_finite;
+  return health;
 }
 
 }  // namespace layerserve

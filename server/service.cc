@@ -153,8 +153,15 @@ kernels::ValueStats StatsUnlessOutputFinite(const DecodedTensor& input,
 kernels::ValueStats InputStats(const NormalizeJob& job, const OutputHealth& output) {
   return StatsUnlessOutputFinite(job.input, output);
 }
-kernels::ValueStats InputStats(const ActivateJob& job, const OutputHealth&) {
-  return ValueStatsOf(job.input);
+// The activation loops check their inputs as they read them (an output does not
+// tell: ReLU, sigmoid and tanh send -Inf to finite values). The gate, when a
+// tensor of its own, is an input too.
+kernels::ValueStats InputStats(const ActivateJob& job, const OutputHealth& output) {
+  const int64_t gate_count = job.gate.size();
+  if (output.inputs_seen_finite) return AllFinite(job.input.info.elements + gate_count);
+  kernels::ValueStats stats = ValueStatsOf(job.input);
+  if (gate_count > 0) stats.Merge(kernels::ComputeValueStats(job.gate.data(), gate_count));
+  return stats;
 }
 kernels::ValueStats InputStats(const BlockForwardJob& job, const OutputHealth&) {
   return ValueStatsOf(job.hidden);

@@ -96,6 +96,9 @@ struct OutputHealth {
   // NaN and Inf in the other output tensors (RoPE's rotated key), whose statistics
   // are not exported: the server needs only to know whether they hold any.
   int64_t other_outputs_nonfinite = 0;
+  // The kernel found every input value finite as it read them (Activate), so the
+  // inputs need no read for their NaN and Inf counts.
+  bool inputs_seen_finite = false;
   int64_t zero_variance_rows = 0;  // Normalize: rows with nothing to normalize.
   // BlockForward: mean attention entropy per head, real token and layer; < 0 when
   // not applicable.

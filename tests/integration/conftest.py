@@ -71,6 +71,20 @@ class ServerProcess:
         return sum(value for sample_labels, value in parse_samples(self.metrics(), name)
                    if all(sample_labels.get(k) == v for k, v in labels.items()))
 
+    def nonfinite_moved(self, method: str, send) -> dict:
+        """Runs send() and returns how much layerserve_nonfinite_values_total of
+        `method` moved, {(where, kind): delta} for the series that moved. The
+        server counts before it answers, so the counters are final once send()
+        has its reply."""
+        def counts():
+            return {(where, kind): self.metric_sum("layerserve_nonfinite_values_total",
+                                                   method=method, where=where, kind=kind)
+                    for where in ("input", "output") for kind in ("nan", "inf")}
+        before = counts()
+        send()
+        after = counts()
+        return {k: after[k] - before[k] for k in after if after[k] != before[k]}
+
     def stop(self, sig=signal.SIGTERM, timeout=60) -> int:
         """Sends `sig` and returns the exit code."""
         if self.proc.poll() is None:

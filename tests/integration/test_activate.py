@@ -156,3 +156,31 @@ def test_gate_with_elementwise_activation_is_rejected(stub):
         stub.Activate(pb.ActivateRequest(activation=pb.TANH, input=x, gate=x), timeout=30)
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.value.details().startswith("gate: TANH is element-wise")
+
+
+def test_numeric_health_counts_inputs_the_output_hides(server, stub):
+    """The loops check their inputs as they read them: ReLU sends -Inf to 0 and
+    sigmoid NaN to NaN, and both inputs are counted; a gate of its own is an input
+    too; finite requests move nothing."""
+    nan, inf = float("nan"), float("inf")
+
+    def moved(request):
+        return server.nonfinite_moved(
+            "Activate", lambda: stub.Activate(request, timeout=30))
+
+    x = np.array([[-inf, 1, 2, 3]], np.float32)
+    assert moved(pb.ActivateRequest(activation=pb.RELU, input=array_tensor(x, "float32"))) \
+        == {("input", "inf"): 1}
+    x = np.array([[nan, -inf, 2, 3]], np.float32)
+    assert moved(pb.ActivateRequest(activation=pb.SIGMOID,
+                                    input=array_tensor(x, "float32"))) \
+        == {("input", "nan"): 1, ("input", "inf"): 1, ("output", "nan"): 1}
+    gate = np.array([[nan, 1, 2, 3]], np.float32)
+    up = np.array([[1, 1, 1, inf]], np.float32)
+    assert moved(pb.ActivateRequest(activation=pb.SWIGLU, input=array_tensor(up, "float32"),
+                                    gate=array_tensor(gate, "float32"))) \
+        == {("input", "nan"): 1, ("input", "inf"): 1, ("output", "nan"): 1,
+            ("output", "inf"): 1}
+    finite = np.linspace(-3, 3, 4096, dtype=np.float32).reshape(4, 1024)
+    assert moved(pb.ActivateRequest(activation=pb.GELU,
+                                    input=array_tensor(finite, "float32"))) == {}

@@ -108,15 +108,28 @@ void ExpectStatsRunMatches(const std::vector<float>& with_stats, const ValueStat
   testing::ExpectStatsOf(got, y, n);
 }
 
+// The kernels check their inputs as they read them when they take statistics
+// (inputs_finite): true exactly when every value read was finite.
+bool AllFinite(const float* v, int64_t rows, int64_t dim, int64_t stride) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < dim; ++j) {
+      if (!std::isfinite(v[r * stride + j])) return false;
+    }
+  }
+  return true;
+}
+
 void RunUnaryOnce(Strategy s, ActivationContext& ctx, Activation act, const float* x,
-                  int64_t n, float* y, ValueStats* stats) {
+                  int64_t n, float* y, ValueStats* stats, bool* inputs_finite) {
   switch (s) {
     case Strategy::kFast:
-      return Activate(ctx, act, x, n, y, stats);
+      return Activate(ctx, act, x, n, y, stats, inputs_finite);
     case Strategy::kHighway:
-      return internal::ActivateHighway(act, x, n, y, /*stream=*/false, stats);
+      return internal::ActivateHighway(act, x, n, y, /*stream=*/false, stats,
+                                       inputs_finite);
     case Strategy::kHighwayStream:
-      return internal::ActivateHighway(act, x, n, y, /*stream=*/true, stats);
+      return internal::ActivateHighway(act, x, n, y, /*stream=*/true, stats,
+                                       inputs_finite);
     case Strategy::kOneDnn:
       return internal::ActivateOneDnn(ctx, act, x, n, y);
   }
@@ -124,35 +137,43 @@ void RunUnaryOnce(Strategy s, ActivationContext& ctx, Activation act, const floa
 
 void RunUnary(Strategy s, ActivationContext& ctx, Activation act, const float* x,
               int64_t n, float* y) {
-  if (s == Strategy::kOneDnn) return RunUnaryOnce(s, ctx, act, x, n, y, nullptr);
+  if (s == Strategy::kOneDnn) return RunUnaryOnce(s, ctx, act, x, n, y, nullptr, nullptr);
   std::vector<float> with_stats(n);
   ValueStats stats;
-  RunUnaryOnce(s, ctx, act, x, n, with_stats.data(), &stats);
-  RunUnaryOnce(s, ctx, act, x, n, y, nullptr);
+  bool inputs_finite = false;
+  const bool want_finite = AllFinite(x, 1, n, n);
+  RunUnaryOnce(s, ctx, act, x, n, with_stats.data(), &stats, &inputs_finite);
+  RunUnaryOnce(s, ctx, act, x, n, y, nullptr, nullptr);
   ExpectStatsRunMatches(with_stats, stats, y, n);
+  EXPECT_EQ(inputs_finite, want_finite) << "n " << n;
 }
 
 // Gated kernels have no oneDNN strategy: kOneDnn is not used with them.
 void RunGated(Strategy s, ActivationContext& ctx, Activation act, const float* gate,
               const float* up, int64_t rows, int64_t dim, int64_t stride, float* y) {
-  const auto run = [&](float* out, ValueStats* stats) {
+  const auto run = [&](float* out, ValueStats* stats, bool* inputs_finite) {
     switch (s) {
       case Strategy::kFast:
       case Strategy::kOneDnn:
-        return GatedActivate(ctx, act, gate, up, rows, dim, stride, out, stats);
+        return GatedActivate(ctx, act, gate, up, rows, dim, stride, out, stats,
+                             inputs_finite);
       case Strategy::kHighway:
         return internal::GatedActivateHighway(act, gate, up, rows, dim, stride, out, false,
-                                              stats);
+                                              stats, inputs_finite);
       case Strategy::kHighwayStream:
         return internal::GatedActivateHighway(act, gate, up, rows, dim, stride, out, true,
-                                              stats);
+                                              stats, inputs_finite);
     }
   };
   std::vector<float> with_stats(rows * dim);
   ValueStats stats;
-  run(with_stats.data(), &stats);
-  run(y, nullptr);
+  bool inputs_finite = false;
+  const bool want_finite =
+      AllFinite(gate, rows, dim, stride) && AllFinite(up, rows, dim, stride);
+  run(with_stats.data(), &stats, &inputs_finite);
+  run(y, nullptr, nullptr);
   ExpectStatsRunMatches(with_stats, stats, y, rows * dim);
+  EXPECT_EQ(inputs_finite, want_finite) << rows << " x " << dim;
 }
 
 // Compares with the tolerance stated at the top. `up` is null for element-wise
