@@ -289,7 +289,9 @@ HWY_INLINE void WriteOutput(size_t n, float* y, bool stream, ValueStats* stats,
 // over the vectors read (one fused multiply-add each) stays finite exactly when
 // every x was. InputsFinite gives the verdict; EndsFinite checks in scalar what
 // partial vectors read.
-HWY_INLINE VF AddNonFinite(DF d, VF x, VF seen) { return hn::MulAdd(x, hn::Zero(d), seen); }
+HWY_INLINE VF AddNonFinite(DF d, VF x, VF seen) {
+  return hn::MulAdd(x, hn::Zero(d), seen);
+}
 HWY_INLINE bool InputsFinite(DF d, VF seen) {
   return std::isfinite(hn::GetLane(hn::SumOfLanes(d, seen)));
 }
@@ -415,19 +417,23 @@ void GatedActivateImpl(Activation act, const float* gate, const float* up, int64
                        ValueStats* stats, bool* inputs_finite) {
   switch (act) {
     case Activation::kRelu:
-      return GatedRows<Relu>(gate, up, rows, dim, stride, y, stream, stats, inputs_finite);
+      return GatedRows<Relu>(gate, up, rows, dim, stride, y, stream, stats,
+                             inputs_finite);
     case Activation::kGelu:
-      return GatedRows<Gelu>(gate, up, rows, dim, stride, y, stream, stats, inputs_finite);
+      return GatedRows<Gelu>(gate, up, rows, dim, stride, y, stream, stats,
+                             inputs_finite);
     case Activation::kGeluTanh:
       return GatedRows<GeluTanh>(gate, up, rows, dim, stride, y, stream, stats,
                                  inputs_finite);
     case Activation::kSilu:
-      return GatedRows<Silu>(gate, up, rows, dim, stride, y, stream, stats, inputs_finite);
+      return GatedRows<Silu>(gate, up, rows, dim, stride, y, stream, stats,
+                             inputs_finite);
     case Activation::kSigmoid:
       return GatedRows<Sigmoid>(gate, up, rows, dim, stride, y, stream, stats,
                                 inputs_finite);
     case Activation::kTanh:
-      return GatedRows<Tanh>(gate, up, rows, dim, stride, y, stream, stats, inputs_finite);
+      return GatedRows<Tanh>(gate, up, rows, dim, stride, y, stream, stats,
+                             inputs_finite);
     case Activation::kQuickGelu:
       return GatedRows<QuickGelu>(gate, up, rows, dim, stride, y, stream, stats,
                                   inputs_finite);

@@ -93,8 +93,9 @@ HWY_INLINE void CopyPassThrough(const float* x, float* y, int64_t from, int64_t 
 // HALF: y_a = x_a c - x_b s, y_b = x_b c + x_a s with a = i, b = i + h. Reads
 // cos[0, h) (= c) and sin[h, 2h) (= +s) of the table row.
 template <class Tally>
-HWY_INLINE void RotateRowHalf(const float* x, float* y, int64_t head_dim, int64_t rotary_dim,
-                   const float* cos, const float* sin, Tally& tally) {
+HWY_INLINE void RotateRowHalf(const float* x, float* y, int64_t head_dim,
+                              int64_t rotary_dim, const float* cos, const float* sin,
+                              Tally& tally) {
   const D d;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
   const int64_t h = rotary_dim / 2;
@@ -121,8 +122,9 @@ HWY_INLINE void RotateRowHalf(const float* x, float* y, int64_t head_dim, int64_
 
 // INTERLEAVED: y = x * cos + swap_pairs(x) * sin, the signs being in the table.
 template <class Tally>
-HWY_INLINE void RotateRowInterleaved(const float* x, float* y, int64_t head_dim, int64_t rotary_dim,
-                          const float* cos, const float* sin, Tally& tally) {
+HWY_INLINE void RotateRowInterleaved(const float* x, float* y, int64_t head_dim,
+                                     int64_t rotary_dim, const float* cos,
+                                     const float* sin, Tally& tally) {
   const D d;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
   int64_t i = 0;
