@@ -126,10 +126,7 @@ HWY_INLINE auto InterleavedPairOrder(D d) {
 // goes through tally.Add, every value they write one by one through
 // tally.AddWritten, so with an OutputTally they take the output's statistics in
 // the pass that writes it and with a NoTally they are plain loops. Each works on
-// a local copy of the tally, stored back at the end: through the reference, every
-// store to y might overwrite it (vector types may alias anything), so its
-// registers would be reloaded and stored for each vector written (2x slower in
-// cache).
+// a local copy of the tally, stored back at the end (see OutputTally).
 
 // inv_freq is padded with zeros to a whole number of vectors (see the context).
 template <class Tally>

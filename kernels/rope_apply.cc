@@ -161,10 +161,8 @@ constexpr int64_t kTableBlockBytes = 4 * 1024 * 1024;
 template <RopeStyle kStyle, class Tally>
 void ApplyRopeStyled(const float* x, float* y, const RopeGeometry& g, const float* cos,
                      const float* sin, Tally& tally_out) {
-  // A local copy, stored back at the end: through the reference, every store to y
-  // might overwrite the tally (vector types may alias anything), so its registers
-  // would be reloaded and stored for each vector written (2x slower in cache).
-  // The lambda is forced inline too: a call would take the local's address.
+  // A local copy, stored back at the end (see OutputTally); the lambda is forced
+  // inline, as a call would take the local's address.
   Tally tally = tally_out;
   const auto rotate = [&](int64_t b, int64_t h,
                           int64_t t) __attribute__((always_inline)) {
