@@ -55,6 +55,16 @@ class Prometheus:
         assert wait_for(lambda: _LISTENING.search(self.log.read_text()), timeout=30), \
             self.log.read_text()
         self.url = "http://" + _LISTENING.search(self.log.read_text()).group(1)
+        # It listens before its storage is open, and answers queries 503 "Service
+        # Unavailable" (not JSON) until then: wait for /-/ready.
+        assert wait_for(self.ready, timeout=60), self.log.read_text()
+
+    def ready(self):
+        try:
+            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=10) as response:
+                return response.status == 200
+        except urllib.error.URLError:  # HTTPError (503 while starting) included.
+            return False
 
     def api(self, path, **params):
         url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
