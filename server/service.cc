@@ -75,8 +75,10 @@ class Call {
 // request cost 31-62 µs here, as much as a norm's kernel on it; the slowest
 // kernel at this size (GELU, ~0.2 ms) holds the gRPC thread less than receiving
 // the message took. Larger requests go to a worker: gRPC has only a few callback
-// threads (two on two cores), and milliseconds of compute on them would stall
-// every other call's I/O.
+// threads (two on two cores), and milliseconds of compute on them stall every
+// other call's I/O. Running 16 MiB norms here, even one at a time, saved their
+// 45-60 µs hand-off but cost concurrent 1 KiB calls 8% of their throughput and
+// 16% on their p99 (docs/BENCHMARKS.md, "Serving overhead").
 constexpr int64_t kMaxInlineElements = 262144;
 
 const grpc::Status kDraining(grpc::StatusCode::UNAVAILABLE,
