@@ -44,6 +44,9 @@ class Process:
                 self.target = m.group(1)
             if m := re.search(r"metrics on (\S+)", line):
                 self.metrics_url = m.group(1)
+        # So that errors reported by target say which server answered them.
+        print(f"{os.path.basename(args[0])} {' '.join(args[1:])} on {self.target}",
+              file=sys.stderr)
 
     def stop(self):
         self.proc.terminate()
@@ -70,7 +73,10 @@ def load(target, *args):
     levels = json.loads(run.stdout)["levels"]
     for level in levels:
         if level["errors"]:
-            print(f"errors {args}: {level['errors']}", file=sys.stderr)
+            print(f"errors from {target} {args}: {level['errors']}", file=sys.stderr)
+    if any(level["errors"] for level in levels):
+        # gRPC logs why a connection failed (e.g. a GOAWAY) here.
+        print(run.stderr, file=sys.stderr)
     return levels
 
 

@@ -57,6 +57,7 @@ LevelReport MakeLevelReport(const LoadLevel& level, LoadResult* result) {
   for (const auto& [code, n] : result->codes) {
     if (code != "OK") r.errors[code] = n;
   }
+  r.error_messages = result->error_messages;
   r.elapsed_seconds = result->elapsed_seconds;
   r.throughput = result->elapsed_seconds > 0 ? result->requests / result->elapsed_seconds : 0;
   r.latency = Summarize(&result->ok_latencies);
@@ -80,6 +81,7 @@ nlohmann::json LevelJson(const LevelReport& r) {
   j["requests"] = r.requests;
   j["ok"] = r.latency.count;
   j["errors"] = r.errors;
+  if (!r.error_messages.empty()) j["error_messages"] = r.error_messages;
   j["elapsed_s"] = r.elapsed_seconds;
   j["throughput_rps"] = r.throughput;
   j["latency_ms"] = {{"mean", r.latency.mean * 1e3}, {"p50", r.latency.p50 * 1e3},
@@ -126,6 +128,9 @@ std::string LevelTable(const std::vector<LevelReport>& reports) {
     };
     if (!r.errors.empty()) {
       absl::StrAppend(&notes, LevelName(r.level), ": errors ", join_counts(r.errors), "\n");
+      for (const auto& [code, message] : r.error_messages) {
+        absl::StrAppend(&notes, "  ", code, ": ", message, "\n");
+      }
     }
     if (r.server) {
       absl::StrAppend(&notes, LevelName(r.level), ": server requests_total ",

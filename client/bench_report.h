@@ -36,6 +36,7 @@ struct LevelReport {
   int64_t warmup_requests = 0;
   int64_t requests = 0;
   std::map<std::string, int64_t> errors;  // By code, OK left out.
+  std::map<std::string, std::string> error_messages;  // One per code in `errors`.
   double elapsed_seconds = 0;
   double throughput = 0;  // Finished requests (any status) per second.
   LatencySummary latency;  // Of the OK requests, seconds.

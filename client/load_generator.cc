@@ -17,6 +17,7 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 // shares nothing but an atomic counter.
 struct ThreadResult {
   std::map<std::string, int64_t> codes;
+  std::map<std::string, std::string> error_messages;  // The first of each code.
   std::vector<double> ok_latencies;
   int64_t requests = 0;
   int64_t late_sends = 0;
@@ -24,7 +25,10 @@ struct ThreadResult {
 
   void Record(const absl::Status& status, double latency, Clock::time_point finish) {
     ++requests;
-    ++codes[absl::StatusCodeToString(status.code())];
+    const std::string code = absl::StatusCodeToString(status.code());
+    if (++codes[code] == 1 && !status.ok()) {
+      error_messages[code] = std::string(status.message());
+    }
     if (status.ok()) ok_latencies.push_back(latency);
     last_finish = std::max(last_finish, finish);
   }
@@ -37,6 +41,7 @@ LoadResult Merge(std::vector<ThreadResult>& threads, Clock::time_point start) {
     result.requests += t.requests;
     result.late_sends += t.late_sends;
     for (const auto& [code, n] : t.codes) result.codes[code] += n;
+    result.error_messages.insert(t.error_messages.begin(), t.error_messages.end());
     result.ok_latencies.insert(result.ok_latencies.end(), t.ok_latencies.begin(),
                                t.ok_latencies.end());
     last = std::max(last, t.last_finish);

@@ -74,11 +74,13 @@ TEST(RunLoadTest, ClosedLoopSendsExactlyTheRequestCount) {
   level.requests = 1000;
   LoadResult r = RunLoad(level, Pointers(owned), [&](Client&) {
     // Every 10th request fails.
-    return calls.fetch_add(1) % 10 == 9 ? absl::UnavailableError("x") : absl::OkStatus();
+    return calls.fetch_add(1) % 10 == 9 ? absl::UnavailableError("connection reset")
+                                        : absl::OkStatus();
   });
   EXPECT_EQ(calls.load(), 1000);
   EXPECT_EQ(r.requests, 1000);
   EXPECT_THAT(r.codes, ElementsAre(Pair("OK", 900), Pair("UNAVAILABLE", 100)));
+  EXPECT_THAT(r.error_messages, ElementsAre(Pair("UNAVAILABLE", "connection reset")));
   EXPECT_EQ(r.ok_latencies.size(), 900u);
   EXPECT_GT(r.elapsed_seconds, 0);
 }

@@ -127,6 +127,7 @@ TEST(LevelReportTest, JsonCarriesCountsPercentilesAndErrors) {
   LoadResult result;
   result.requests = 5;
   result.codes = {{"OK", 4}, {"UNAVAILABLE", 1}};
+  result.error_messages = {{"UNAVAILABLE", "Socket closed"}};
   result.ok_latencies = {0.004, 0.001, 0.002, 0.003};
   result.elapsed_seconds = 0.5;
   LevelReport report = MakeLevelReport(level, &result);
@@ -137,6 +138,8 @@ TEST(LevelReportTest, JsonCarriesCountsPercentilesAndErrors) {
   EXPECT_EQ(j["ok"], 4);
   EXPECT_EQ(j["errors"]["UNAVAILABLE"], 1);
   EXPECT_EQ(j["errors"].size(), 1u);
+  EXPECT_EQ(j["error_messages"]["UNAVAILABLE"], "Socket closed");
+  EXPECT_NE(LevelTable({report}).find("UNAVAILABLE: Socket closed"), std::string::npos);
   EXPECT_DOUBLE_EQ(j["throughput_rps"].get<double>(), 10);
   EXPECT_DOUBLE_EQ(j["latency_ms"]["p50"].get<double>(), 2);
   EXPECT_DOUBLE_EQ(j["latency_ms"]["max"].get<double>(), 4);

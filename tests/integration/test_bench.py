@@ -96,6 +96,7 @@ def test_errors_are_counted_by_code(server):
     [level] = json.loads(result.stdout)["levels"]
     assert level["requests"] == 25 and level["ok"] == 0
     assert level["errors"] == {"NOT_FOUND": 25}
+    assert "no-such-model" in level["error_messages"]["NOT_FOUND"]
     assert level["server"]["requests_total"] == {"NOT_FOUND": 25}
     assert delta(requests_total(server, "GetModel"), before) == {"NOT_FOUND": 25}
 
