@@ -73,10 +73,8 @@ def load(target, *args):
     levels = json.loads(run.stdout)["levels"]
     for level in levels:
         if level["errors"]:
-            print(f"errors from {target} {args}: {level['errors']}", file=sys.stderr)
-    if any(level["errors"] for level in levels):
-        # gRPC logs why a connection failed (e.g. a GOAWAY) here.
-        print(run.stderr, file=sys.stderr)
+            print(f"errors from {target} {args}: {level['errors']}, "
+                  f"e.g. {level['error_messages']}", file=sys.stderr)
     return levels
 
 
