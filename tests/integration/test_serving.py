@@ -91,26 +91,41 @@ def one_worker():
     stop(process, channel)
 
 
-def occupy_worker(stub):
+def occupy_worker(process, stub):
     """Starts a BlockForward that keeps the only worker busy for a while (about a
-    second: 4 x 1024 tokens through the demo model's 4 layers) and waits until it
-    has left the queue."""
+    second: 4 x 1024 tokens through the demo model's 4 layers; many more under a
+    sanitizer) and returns once it computes. The server counts a request's queue
+    time when a worker takes it, so that counter moving is the moment it left the
+    queue: no guessed sleep, however slow the build."""
     rng = random.Random(1)
     request = block_request(rng, 4, 1024)
     request.num_layers = 4
     request.ClearField("sequence_lengths")
     request.position_offset = 0
-    future = stub.BlockForward.future(request, timeout=120)
-    time.sleep(0.2)
+    taken = queue_leavers(process, "BlockForward")
+    future = stub.BlockForward.future(request, timeout=300)
+    assert wait_for(lambda: queue_leavers(process, "BlockForward") > taken, timeout=60), \
+        "the blocker never started computing"
     return future
+
+
+def queue_leavers(process, method):
+    """How many `method` requests workers have taken from the queue so far."""
+    return process.metric_sum("layerserve_queue_duration_seconds_count", method=method)
+
+
+def wait_queued(process, depth):
+    """Waits until `depth` requests wait in the queue (behind the blocker)."""
+    assert wait_for(lambda: process.metric_value("layerserve_queue_depth") == depth,
+                    timeout=60), process.metrics()
 
 
 def test_deadline_passing_in_the_queue_is_answered_and_never_computed(one_worker):
     process, stub = one_worker
-    blocker = occupy_worker(stub)
-    with pytest.raises(grpc.RpcError) as error:
-        stub.Normalize(normalize_request(2, 8), timeout=0.1)
-    assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    blocker = occupy_worker(process, stub)
+    late = stub.Normalize.future(normalize_request(2, 8), timeout=0.3)
+    wait_queued(process, 1)  # It reached the server: its deadline passes there.
+    assert late.exception(timeout=60).code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert not blocker.done(), "the blocker finished too soon for this test to mean much"
     blocker.result()
     assert wait_for(lambda: process.metric_sum(
@@ -121,9 +136,9 @@ def test_deadline_passing_in_the_queue_is_answered_and_never_computed(one_worker
 
 def test_cancelled_while_queued_is_dropped_before_compute(one_worker):
     process, stub = one_worker
-    blocker = occupy_worker(stub)
+    blocker = occupy_worker(process, stub)
     future = stub.Normalize.future(normalize_request(2, 8))
-    time.sleep(0.05)
+    wait_queued(process, 1)
     assert future.cancel()
     assert not blocker.done()
     blocker.result()
@@ -135,11 +150,14 @@ def test_cancelled_while_queued_is_dropped_before_compute(one_worker):
 
 def test_full_queue_answers_resource_exhausted_at_once(one_worker):
     process, stub = one_worker
-    blocker = occupy_worker(stub)
-    futures = [stub.Normalize.future(normalize_request(2, 8), timeout=60)
+    blocker = occupy_worker(process, stub)
+    futures = [stub.Normalize.future(normalize_request(2, 8), timeout=120)
                for _ in range(5)]
-    time.sleep(0.1)
+    # Three are answered while the blocker still computes: none of them waited.
+    assert wait_for(lambda: sum(f.done() for f in futures) >= 3, timeout=60)
+    wait_queued(process, 2)
     refused = [f for f in futures if f.done()]
+    assert not blocker.done(), "the blocker finished too soon for this test to mean much"
     assert len(refused) == 3, "two fit in the queue, the other three are refused at once"
     for f in refused:
         assert f.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -282,14 +300,14 @@ def test_every_design_metric_is_exported_and_passes_promtool(server, stub):
 def test_sigterm_lets_running_and_queued_calls_finish():
     process, channel, stub = started("--compute-threads=1", "--shutdown-grace=60s")
     try:
-        blocker = occupy_worker(stub)
-        queued = [stub.Normalize.future(normalize_request(4, 8), timeout=60)
+        blocker = occupy_worker(process, stub)
+        queued = [stub.Normalize.future(normalize_request(4, 8), timeout=300)
                   for _ in range(3)]
         queued.append(stub.BlockForward.future(block_request(random.Random(5), 2, 4),
-                                               timeout=60))
-        time.sleep(0.1)
+                                               timeout=300))
+        wait_queued(process, 4)  # Accepted before the drain begins.
         process.proc.send_signal(subprocess.signal.SIGTERM)
-        assert wait_for(lambda: "draining" in process.output())
+        assert wait_for(lambda: "draining" in process.output(), timeout=60)
         with pytest.raises(grpc.RpcError) as error:
             stub.Normalize(normalize_request(1, 8), timeout=10)
         assert error.value.code() == grpc.StatusCode.UNAVAILABLE
