@@ -98,6 +98,21 @@ TEST_P(ReplayTest, RegressionsNoLongerCrash) {
   }
 }
 
+// Every folder under fuzz/corpus and fuzz/regressions is a target above: inputs filed
+// under a misspelt or removed target would otherwise never be replayed.
+TEST(ReplayFolders, EveryFolderIsATarget) {
+  for (const char* kind : {"corpus", "regressions"}) {
+    const fs::path root = fs::path(LAYERSERVE_SOURCE_DIR) / "fuzz" / kind;
+    if (!fs::is_directory(root)) continue;  // No regressions at all yet.
+    for (const auto& entry : fs::directory_iterator(root)) {
+      const std::string name = entry.path().filename().string();
+      const bool known = std::any_of(std::begin(kTargets), std::end(kTargets),
+                                     [&](const Target& t) { return name == t.name; });
+      EXPECT_TRUE(known) << entry.path() << " is not a fuzz target of this test";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, ReplayTest, ::testing::ValuesIn(kTargets),
                          [](const auto& info) { return std::string(info.param.name); });
 
