@@ -64,6 +64,10 @@ TEST_P(ReplayTest, SeedCorpusRunsAndReachesEveryOutcome) {
   const Target& target = GetParam();
   const fs::path dir = fs::path(LAYERSERVE_SOURCE_DIR) / "fuzz" / "corpus" / target.name;
   const std::vector<fs::path> files = FilesIn(dir);
+  // A target with no seeds would fuzz from nothing and replay nothing: a failure,
+  // never a pass or a skip.
+  ASSERT_FALSE(files.empty()) << "no seed corpus for " << target.name << ": " << dir
+                              << " is missing or empty (fuzz/make_corpus.py writes it)";
   ASSERT_GE(files.size(), 3u) << dir;
   std::map<Outcome, int> outcomes;
   for (const fs::path& file : files) {
@@ -83,9 +87,29 @@ TEST_P(ReplayTest, RegressionsNoLongerCrash) {
   const Target& target = GetParam();
   const fs::path dir =
       fs::path(LAYERSERVE_SOURCE_DIR) / "fuzz" / "regressions" / target.name;
-  for (const fs::path& file : FilesIn(dir)) {
+  const std::vector<fs::path> files = FilesIn(dir);
+  // Nothing to replay is not a pass: the run says which targets have no regressions.
+  if (files.empty()) {
+    GTEST_SKIP() << "no regressions recorded for " << target.name << " yet";
+  }
+  for (const fs::path& file : files) {
     SCOPED_TRACE(file.string());
     Replay(target, file);  // Aborts (fails the test) if the bug is back.
+  }
+}
+
+// Every folder under fuzz/corpus and fuzz/regressions is a target above: inputs filed
+// under a misspelt or removed target would otherwise never be replayed.
+TEST(ReplayFolders, EveryFolderIsATarget) {
+  for (const char* kind : {"corpus", "regressions"}) {
+    const fs::path root = fs::path(LAYERSERVE_SOURCE_DIR) / "fuzz" / kind;
+    if (!fs::is_directory(root)) continue;  // No regressions at all yet.
+    for (const auto& entry : fs::directory_iterator(root)) {
+      const std::string name = entry.path().filename().string();
+      const bool known = std::any_of(std::begin(kTargets), std::end(kTargets),
+                                     [&](const Target& t) { return name == t.name; });
+      EXPECT_TRUE(known) << entry.path() << " is not a fuzz target of this test";
+    }
   }
 }
 

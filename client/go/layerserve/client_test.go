@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -52,21 +53,68 @@ func values(t *testing.T, tensor *pb.Tensor) []float32 {
 }
 
 // assertClose checks |got - want| <= tol * max(1, |want|) everywhere (the golden
-// files' rule) and reports the worst element.
+// files' rule) and reports the worst element; see closeMismatch.
 func assertClose(t *testing.T, what string, got []float32, want []float64, tol float64) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
 	}
-	worst, at := math.Inf(-1), 0
+	if msg := closeMismatch(widen(got), want, tol); msg != "" {
+		t.Errorf("%s: %s", what, msg)
+	}
+}
+
+// closeMismatch is assertClose's rule: "" if every element is within tol * max(1,
+// |want|), else how many differ and the worst. A non-finite value on either side
+// matches only the same infinity: NaN never matches (no test expects one), and got NaN
+// or Inf against a finite want, or a finite got against an infinite want, is a
+// mismatch wherever it stands. REQUIRES: len(got) == len(want).
+func closeMismatch(got, want []float64, tol float64) string {
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	worst, at, bad := math.Inf(-1), -1, 0 // worst is never NaN.
 	for i := range got {
-		excess := math.Abs(float64(got[i])-want[i]) - tol*math.Max(1, math.Abs(want[i]))
-		if !(excess <= worst) { // NaN counts as worst.
+		var excess float64
+		switch {
+		case finite(got[i]) && finite(want[i]):
+			excess = math.Abs(got[i]-want[i]) - tol*math.Max(1, math.Abs(want[i]))
+		case got[i] == want[i]: // The same infinity.
+			excess = math.Inf(-1)
+		default:
+			excess = math.Inf(1)
+		}
+		if excess > 0 {
+			bad++
+		}
+		if at < 0 || excess > worst {
 			worst, at = excess, i
 		}
 	}
-	if !(worst <= 0) {
-		t.Errorf("%s: element %d got %g, want %g (tol %g)", what, at, got[at], want[at], tol)
+	if bad == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d elements differ, worst element %d got %g, want %g (tol %g)",
+		bad, len(got), at, got[at], want[at], tol)
+}
+
+func TestCloseMismatchFailsOnNaNAndInf(t *testing.T) {
+	inf, nan := math.Inf(1), math.NaN()
+	for _, c := range [][2][]float64{{{0, 1, 2}, {0, 1, 2}}, {{inf, -inf}, {inf, -inf}}} {
+		if msg := closeMismatch(c[0], c[1], 1e-5); msg != "" {
+			t.Errorf("%v vs %v: %s", c[0], c[1], msg)
+		}
+	}
+	for _, c := range [][2][]float64{
+		{{nan, 1, 2}, {0, 1, 2}}, // A finite element after the NaN must not hide it.
+		{{0, 1, nan}, {0, 1, 2}},
+		{{nan, 1, 2}, {nan, 1, 2}},
+		{{inf, 1, 2}, {0, 1, 2}},
+		{{-inf, 1, 2}, {0, 1, 2}},
+		{{0, 1, 2}, {inf, 1, 2}}, // |0 - Inf| <= tol * Inf would pass.
+		{{inf, 1, 2}, {-inf, 1, 2}},
+	} {
+		if closeMismatch(c[0], c[1], 1e-5) == "" {
+			t.Errorf("%v vs %v passed", c[0], c[1])
+		}
 	}
 }
 
@@ -287,7 +335,7 @@ func TestPositionalAlibiSymmetric(t *testing.T) {
 	// slope of 16 heads.
 	got := alibiSlopes(12)
 	for i, exponent := range []float64{-1, -2, -3, -4, -5, -6, -7, -8, -0.5, -1.5, -2.5, -3.5} {
-		if want := math.Pow(2, exponent); math.Abs(got[i]-want) > 1e-15 {
+		if want := math.Pow(2, exponent); !(math.Abs(got[i]-want) <= 1e-15) { // NaN fails.
 			t.Errorf("slope %d = %g, want %g", i, got[i], want)
 		}
 	}
@@ -384,7 +432,7 @@ func TestListModelsAndGetModel(t *testing.T) {
 		want.NumAttentionHeads, want.NumKeyValueHeads, want.HeadDim, want.IntermediateSize} {
 		t.Errorf("tiny-qwen3: %v, want %+v", got, want)
 	}
-	if math.Abs(float64(info.NormEpsilon)-want.NormEpsilon) > 1e-6*want.NormEpsilon ||
+	if !(math.Abs(float64(info.NormEpsilon)-want.NormEpsilon) <= 1e-6*want.NormEpsilon) ||
 		info.Norm != pb.NormKind_RMS_NORM || info.Activation != pb.Activation_SWIGLU ||
 		info.WeightDtype != f32 || info.Rope.GetScaling().GetType() != pb.RopeScaling_NONE {
 		t.Errorf("tiny-qwen3: %v", info)

@@ -18,17 +18,46 @@ const MODELS = path.join(SOURCE_DIR, 'tests/golden/models');
 const BLOCK_GOLDEN = JSON.parse(
     fs.readFileSync(path.join(SOURCE_DIR, 'tests/golden/block_golden.json'), 'utf8'));
 
-// Every element within tol * max(1, |want|) (the golden files' rule), else the worst.
+// Every element within tol * max(1, |want|) (the golden files' rule), else fails naming
+// the worst one. A non-finite value on either side matches only the same infinity:
+// NaN never matches (no test expects one), and got NaN or Inf against a finite want,
+// or a finite got against an infinite want, is a mismatch wherever it stands.
 function assertClose(got, want, tol, what) {
   assert.equal(got.length, want.length, `${what}: length`);
-  let worst = -Infinity;
-  let at = 0;
+  let worst = -Infinity;  // Never NaN: every excess below is a number or +-Infinity.
+  let at = -1;
+  let bad = 0;
   for (let i = 0; i < got.length; i++) {
-    const excess = Math.abs(got[i] - want[i]) - tol * Math.max(1, Math.abs(want[i]));
-    if (!(excess <= worst)) [worst, at] = [excess, i];  // NaN counts as worst.
+    let excess;
+    if (Number.isFinite(got[i]) && Number.isFinite(want[i])) {
+      excess = Math.abs(got[i] - want[i]) - tol * Math.max(1, Math.abs(want[i]));
+    } else {
+      excess = got[i] === want[i] ? -Infinity : Infinity;
+    }
+    if (excess > 0) bad++;
+    if (at < 0 || excess > worst) [worst, at] = [excess, i];
   }
-  assert.ok(worst <= 0, `${what}: element ${at} got ${got[at]}, want ${want[at]} (tol ${tol})`);
+  assert.ok(bad === 0, `${what}: ${bad} of ${got.length} elements differ, worst element ` +
+                       `${at} got ${got[at]}, want ${want[at]} (tol ${tol})`);
 }
+
+test('assertClose fails on NaN and Inf mismatches wherever they stand', () => {
+  assertClose([0, 1, 2], [0, 1, 2], 1e-5, 'equal');
+  assertClose([Infinity, -Infinity], [Infinity, -Infinity], 1e-5, 'same infinities');
+  const cases = [
+    [[NaN, 1, 2], [0, 1, 2]],  // A finite element after the NaN must not hide it.
+    [[0, 1, NaN], [0, 1, 2]],
+    [[NaN, 1, 2], [NaN, 1, 2]],
+    [[Infinity, 1, 2], [0, 1, 2]],
+    [[-Infinity, 1, 2], [0, 1, 2]],
+    [[0, 1, 2], [Infinity, 1, 2]],  // |0 - Inf| <= tol * Inf would pass.
+    [[Infinity, 1, 2], [-Infinity, 1, 2]],
+  ];
+  for (const [got, want] of cases) {
+    assert.throws(() => assertClose(got, want, 1e-5, 'case'), assert.AssertionError,
+                  `[${got}] vs [${want}] passed`);
+  }
+});
 
 // Awaits a call that must fail; returns the error.
 async function rejection(promise) {

@@ -72,7 +72,7 @@ func run(target string, timeout time.Duration) int {
 	if err != nil {
 		return fail(err)
 	}
-	worst := 0.0
+	worst := 0.0 // math.Max keeps a NaN, and !(worst < 1e-5) below fails on it.
 	for r := 0; r < 2; r++ {
 		sum := 0.0
 		for _, v := range x[r*d : (r+1)*d] {
@@ -101,7 +101,7 @@ func run(target string, timeout time.Duration) int {
 	}
 	fmt.Printf("BlockForward on %s: shape %v %v\n", model.Name, block.HiddenStates.Shape,
 		block.HiddenStates.Dtype)
-	if worst >= 1e-5 {
+	if !(worst < 1e-5) {
 		return 1
 	}
 	return 0
