@@ -2,10 +2,12 @@
 
 Run from anywhere with Debian's interpreter (the one that has torch):
 
-    /usr/bin/python3 tests/golden/make_norm_golden.py
+    /usr/bin/python3 tests/golden/make_norm_golden.py [--check]
 
 The output is committed; rerun only when the cases change. Seeded, so a rerun with
-the same torch gives the same file.
+the same torch gives the same file; --check regenerates it in a temporary directory
+and fails unless it equals the committed one (golden_common.py; ctest runs it as
+golden_check_norm).
 
 What PyTorch computes (float32 throughout):
   layer_norm  torch.nn.functional.layer_norm(x, [D], weight, bias, eps)
@@ -31,15 +33,16 @@ every number before writing. Schema:
 Arrays are flat, row-major; shape's last entry is the normalized dimension.
 """
 
-import json
 import os
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
+import golden_common
+from golden_common import bf16_exact, floats, short_float, write_json
+
 SEED = 20240611
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "norm_golden.json")
+OUT = "norm_golden.json"
 
 # A dozen small cases (the file stays under ~300 KB): dims 1, 7, 64, 128, 256, 768,
 # 4097, batched [B, T, D] shapes, epsilon variants, weight/bias present or absent.
@@ -64,27 +67,6 @@ CASES = [
      True),
     ("rms_norm_d4097_no_weight", "rms_norm", [1, 4097], 1e-6, None, False, False),
 ]
-
-
-def bf16_exact(t):
-    """Rounds a float32 tensor to the nearest bfloat16 values, kept as float32."""
-    return t.to(torch.bfloat16).to(torch.float32)
-
-
-def short_float(v):
-    """The shortest decimal for float32 v that reads back exactly (see docstring)."""
-    f32 = np.float32(v)
-    d = float(str(f32))  # numpy prints the shortest string that identifies a float32
-    if np.float32(d) != f32:
-        # Double rounding (decimal -> double -> float32) can in principle cross a
-        # float32 midpoint; fall back to the exact double value.
-        d = float(f32)
-    assert np.float32(d).tobytes() == f32.tobytes(), (v, d)
-    return d
-
-
-def floats(t):
-    return None if t is None else [short_float(v) for v in t.reshape(-1).tolist()]
 
 
 def rms_norm(x, eps, w, offset):
@@ -127,7 +109,7 @@ def make_case(gen, name, kind, shape, eps, weight_mode, has_bias, has_residual):
     }
 
 
-def main():
+def generate(out_dir):
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED)
     doc = {
@@ -136,11 +118,10 @@ def main():
         "seed": SEED,
         "cases": [make_case(gen, *c) for c in CASES],
     }
-    with open(OUT, "w") as f:
-        json.dump(doc, f, separators=(",", ":"))
-        f.write("\n")
-    print(f"wrote {OUT}: {len(doc['cases'])} cases, {os.path.getsize(OUT)} bytes")
+    out = os.path.join(out_dir, OUT)
+    write_json(out, doc)
+    print(f"wrote {out}: {len(doc['cases'])} cases, {os.path.getsize(out)} bytes")
 
 
 if __name__ == "__main__":
-    main()
+    golden_common.main(generate, [OUT])
