@@ -10,12 +10,18 @@
 //
 // Semantics are PyTorch's in float32: LayerNorm y = (x - mean) / sqrt(var + eps) * w
 // + b with the biased variance (torch.nn.functional.layer_norm); RMSNorm
-// y = x / sqrt(mean(x^2) + eps) * w (Llama's, in float32). A row whose float32
-// statistics are not finite -- it holds NaN or Inf, or is so large (|x| >~ 1e17 to
-// 1e19, by dim) that its sum of squares overflows float32 -- comes out all NaN,
-// never half-finite. A zero-variance row comes out as the bias (up to the float32
-// rounding of its mean). With epsilon = 0, rows of |x| <~ 1e-19 lose their variance
-// to float32 underflow (as in PyTorch); use epsilon > 0.
+// y = x / sqrt(mean(x^2) + eps) * w (Llama's, in float32). NaN and Inf propagate
+// as in PyTorch's float32 formulas: a row holding NaN comes out all NaN; a
+// LayerNorm row holding +-Inf too (its mean and variance are NaN); an RMSNorm row
+// holding +-Inf (and no NaN) has mean(x^2) = +Inf and rsqrt(+Inf) = 0, so
+// y = x * 0 * w: NaN at each Inf, +-0 elsewhere (x * rsqrt(x.pow(2).mean() + eps)
+// in torch). A finite row so large (|x| >~ 1e17 to 1e19, by dim) that its float32
+// statistics overflow has no float32 answer (PyTorch silently gives zeros for
+// RMSNorm): it comes out all NaN, never half-finite. (The s = x + residual of the
+// fused add is what counts: finite x and residual may sum to Inf.) A zero-variance
+// row comes out as the bias (up to the float32 rounding of its mean). With
+// epsilon = 0, rows of |x| <~ 1e-19 lose their variance to float32 underflow (as
+// in PyTorch); use epsilon > 0.
 //
 // Threads: the kernels never start threads; each call runs on its caller's thread.
 // (The internal oneDNN LayerNorm parallelizes over omp_get_max_threads() of the

@@ -240,9 +240,10 @@ struct Output {
   }
 };
 
-// A row without finite float32 statistics (it holds NaN or Inf, or its sums
-// overflow) becomes all NaN, as the reference does: never half-finite. The fused
-// residual sum is still written: it is the next layer's residual stream.
+// A row without finite float32 statistics (it holds NaN, or it is finite and its
+// sums overflow; LayerNorm: or it holds Inf) becomes all NaN, as the reference
+// does: never half-finite. The fused residual sum is still written: it is the
+// next layer's residual stream.
 template <bool kResidual, bool kStats>
 void NanRow(const float* x, const float* r, float* s_out, size_t n, float* y,
             ValueStats& stats) {
@@ -254,6 +255,17 @@ void NanRow(const float* x, const float* r, float* s_out, size_t n, float* y,
     stats.count += static_cast<int64_t>(n);
     stats.nan += static_cast<int64_t>(n);
   }
+}
+
+// Whether the row to normalize (x, or s = x + residual) holds +Inf or -Inf. Only
+// asked of a row whose sum of squares is +Inf, so a scalar loop will do.
+template <bool kResidual>
+bool RowHasInf(const float* x, const float* r, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float s = kResidual ? x[i] + r[i] : x[i];
+    if (std::isinf(s)) return true;
+  }
+  return false;
 }
 
 // The rows of a call: x, y, residual, residual_out: [rows, dim]; weight: [dim].
@@ -269,11 +281,20 @@ void RmsNormRowsT(const float* x, int64_t rows, int64_t dim, const NormParams& p
     float* s_row = kResidual ? p.residual_out + row * dim : nullptr;
     float* y_row = y + row * dim;
     const float sum_sq = SumRow<kResidual, /*kShifted=*/false>(x_row, r_row, n, 0).sum_sq;
-    if (!std::isfinite(sum_sq)) {
+    float rstd;
+    if (std::isfinite(sum_sq)) {
+      rstd = 1.0f / std::sqrt(sum_sq / static_cast<float>(dim) + p.epsilon);
+    } else if (sum_sq > 0 && RowHasInf<kResidual>(x_row, r_row, n)) {
+      // +-Inf and no NaN (a NaN makes the sum NaN): PyTorch's rsqrt(Inf) is 0, so
+      // y = s * 0 * scale is NaN at each Inf and +-0 elsewhere. The output pass
+      // computes exactly that with rstd = 0.
+      rstd = 0.0f;
+    } else {
+      // A NaN (all NaN in PyTorch too), or finite values whose sum of squares
+      // overflows float32 (PyTorch silently gives zeros): no float32 answer.
       NanRow<kResidual, kStats>(x_row, r_row, s_row, n, y_row, stats);
       continue;
     }
-    const float rstd = 1.0f / std::sqrt(sum_sq / static_cast<float>(dim) + p.epsilon);
     const Output</*kCentered=*/false, kScale, /*kShift=*/false, kResidual, kStream, kStats>
         out{0.0f, 0.0f, rstd, p.weight, nullptr, &tally};
     out.Row(x_row, r_row, s_row, n, y_row);

@@ -2,9 +2,12 @@
 // they are exact enough to judge the float32 fast kernels (and no finite float32
 // input can overflow them: 4097 * 3.4e38^2 is far inside double's range).
 //
-// The contract is float32 compute, though: a row whose statistics are beyond
-// float32 range (its sum or sum of squares overflows, at |x| >~ 1e17 for dim 4096)
-// has no float32 answer, so it becomes NaN like a row holding NaN or Inf.
+// The contract is float32 compute, though: a finite row whose statistics are
+// beyond float32 range (its sum or sum of squares overflows, at |x| >~ 1e17 for
+// dim 4096) has no float32 answer, so it becomes NaN like a row holding NaN.
+// Rows holding +-Inf come out as PyTorch's float32 formulas give them: LayerNorm's
+// mean and variance are then NaN, so the row is all NaN; RMSNorm's mean square is
+// +Inf and rsqrt(+Inf) = 0, so y = s * 0 * scale: NaN at each Inf, +-0 elsewhere.
 #include <cassert>
 #include <cmath>
 #include <limits>
@@ -33,8 +36,9 @@ double Scale(const NormParams& p, int64_t i) {
 
 constexpr double kFloatMax = std::numeric_limits<float>::max();
 
-// A row without finite float32 statistics becomes all NaN, so the caller's health
-// check sees it and no half-finite row slips through.
+// A row without float32 statistics (NaN, or a finite row that overflows them)
+// becomes all NaN, so the caller's health check sees it and no half-finite row
+// slips through.
 void FillNan(float* y_row, int64_t dim) {
   for (int64_t i = 0; i < dim; ++i) y_row[i] = std::numeric_limits<float>::quiet_NaN();
 }
@@ -71,12 +75,20 @@ void RmsNormReference(const float* x, int64_t rows, int64_t dim, const NormParam
     const float* s = ResidualSum(x, dim, r, p);
     float* y_row = y + r * dim;
     double sq = 0;
-    for (int64_t i = 0; i < dim; ++i) sq += static_cast<double>(s[i]) * s[i];
-    if (!(sq <= kFloatMax)) {
-      FillNan(y_row, dim);
+    bool has_inf = false;
+    for (int64_t i = 0; i < dim; ++i) {
+      sq += static_cast<double>(s[i]) * s[i];
+      has_inf |= std::isinf(s[i]);
+    }
+    double rstd;
+    if (sq <= kFloatMax) {
+      rstd = 1.0 / std::sqrt(sq / dim + p.epsilon);
+    } else if (has_inf && !std::isnan(sq)) {
+      rstd = 0.0;  // rsqrt(+Inf): NaN at the Infs (Inf * 0), +-0 elsewhere.
+    } else {
+      FillNan(y_row, dim);  // NaN, or a finite row beyond float32.
       continue;
     }
-    const double rstd = 1.0 / std::sqrt(sq / dim + p.epsilon);
     for (int64_t i = 0; i < dim; ++i) {
       y_row[i] = static_cast<float>(s[i] * rstd * Scale(p, i));
     }

@@ -150,8 +150,11 @@ kernels::ValueStats StatsUnlessOutputFinite(const DecodedTensor& input,
                                             const OutputHealth& output) {
   return OutputHasNonFinite(output) ? ValueStatsOf(input) : AllFinite(input.info.elements);
 }
-// A norm turns a row holding any NaN or Inf into a row with NaN (its mean or mean
-// square is not finite).
+// A norm makes a NaN of every NaN or Inf it is given: a NaN makes its row all
+// NaN, and so does an Inf in LayerNorm (mean and variance are NaN), while RMSNorm,
+// as PyTorch, gives NaN at each Inf (mean square +Inf, rsqrt 0, Inf * 0 = NaN;
+// then NaN * weight) and +-0 beside it. So an input with either has an output
+// with NaN.
 kernels::ValueStats InputStats(const NormalizeJob& job, const OutputHealth& output) {
   return StatsUnlessOutputFinite(job.input, output);
 }

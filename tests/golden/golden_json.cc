@@ -1,5 +1,7 @@
 #include "tests/golden/golden_json.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -20,6 +22,13 @@ std::vector<float> Floats(const nlohmann::json& j) {
   out.reserve(j.size());
   for (const auto& v : j) out.push_back(Float(v));
   return out;
+}
+
+bool WithinTolerance(float got, float expected, double tolerance) {
+  if (std::isnan(expected)) return std::isnan(got);
+  if (std::isinf(expected)) return got == expected;
+  const double limit = tolerance * std::max(1.0, std::fabs(static_cast<double>(expected)));
+  return std::fabs(static_cast<double>(got) - expected) <= limit;
 }
 
 int64_t Product(const std::vector<int64_t>& shape) {

@@ -17,6 +17,9 @@ float Float(const nlohmann::json& value);
 // Empty for null.
 std::vector<float> Floats(const nlohmann::json& values);
 int64_t Product(const std::vector<int64_t>& shape);
+// The golden files' closeness: |got - expected| <= tolerance * max(1, |expected|);
+// a NaN expected needs a NaN, an infinity the same infinity.
+bool WithinTolerance(float got, float expected, double tolerance);
 // Throws "case NAME: WHAT has N values, expected M" unless got == expected.
 void CheckCount(const std::string& case_name, const std::string& what, size_t got,
                 int64_t expected);

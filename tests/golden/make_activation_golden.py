@@ -2,10 +2,12 @@
 
 Run from anywhere with Debian's interpreter (the one that has torch):
 
-    /usr/bin/python3 tests/golden/make_activation_golden.py
+    /usr/bin/python3 tests/golden/make_activation_golden.py [--check]
 
 The output is committed; rerun only when the cases change. Seeded, so a rerun with
-the same torch gives the same file.
+the same torch gives the same file; --check regenerates it in a temporary
+directory and fails unless it equals the committed one (golden_common.py; ctest
+runs it as golden_check_activation).
 
 What PyTorch computes (float32 throughout), by the proto's Activation name:
   RELU        F.relu(x)
@@ -53,16 +55,17 @@ every number before writing. Non-finite values are the strings "nan", "inf" and
 "shape" is the shape of input (and of gate); arrays are flat, row-major.
 """
 
-import json
 import math
 import os
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
+import golden_common
+from golden_common import bf16_exact, floats, write_json
+
 SEED = 20240612
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "activation_golden.json")
+OUT = "activation_golden.json"
 
 ELEMENTWISE = {
     "RELU": F.relu,
@@ -87,31 +90,6 @@ def hf_gelu_new(x):
     """HF NewGELUActivation.forward, in torch ops."""
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) *
                                        (x + 0.044715 * torch.pow(x, 3.0))))
-
-
-def bf16_exact(t):
-    """Rounds a float32 tensor to the nearest bfloat16 values, kept as float32."""
-    return t.to(torch.bfloat16).to(torch.float32)
-
-
-def short_float(v):
-    """The shortest decimal for float32 v that reads back exactly (see docstring)."""
-    f32 = np.float32(v)
-    if np.isnan(f32):
-        return "nan"
-    if np.isinf(f32):
-        return "inf" if f32 > 0 else "-inf"
-    d = float(str(f32))  # numpy prints the shortest string that identifies a float32
-    if np.float32(d) != f32:
-        # Double rounding (decimal -> double -> float32) can in principle cross a
-        # float32 midpoint; fall back to the exact double value.
-        d = float(f32)
-    assert np.float32(d).tobytes() == f32.tobytes(), (v, d)
-    return d
-
-
-def floats(t):
-    return None if t is None else [short_float(v) for v in t.reshape(-1).tolist()]
 
 
 # Extreme element-wise inputs (all exact in bfloat16 after rounding).
@@ -185,7 +163,7 @@ def gated_cases(gen):
     return cases
 
 
-def main():
+def generate(out_dir):
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED)
     doc = {
@@ -194,11 +172,10 @@ def main():
         "seed": SEED,
         "cases": elementwise_cases(gen) + gated_cases(gen),
     }
-    with open(OUT, "w") as f:
-        json.dump(doc, f, separators=(",", ":"), allow_nan=False)
-        f.write("\n")
-    print(f"wrote {OUT}: {len(doc['cases'])} cases, {os.path.getsize(OUT)} bytes")
+    out = os.path.join(out_dir, OUT)
+    write_json(out, doc)
+    print(f"wrote {out}: {len(doc['cases'])} cases, {os.path.getsize(out)} bytes")
 
 
 if __name__ == "__main__":
-    main()
+    golden_common.main(generate, [OUT])

@@ -4,10 +4,12 @@ Hugging Face transformers computes each architecture's decoder layer.
 
 Run from anywhere with Debian's interpreter (the one that has torch):
 
-    /usr/bin/python3 tests/golden/make_block_golden.py
+    /usr/bin/python3 tests/golden/make_block_golden.py [--check]
 
 The outputs are committed; rerun only when the cases change. Seeded and
-deterministic: a rerun with the same torch writes the same bytes.
+deterministic: a rerun with the same torch writes the same bytes; --check regenerates
+the JSON and the checkpoints in a temporary directory and fails unless they equal
+the committed ones (golden_common.py; ctest runs it as golden_check_block).
 
 transformers is not installed (and cannot be), so each architecture's layer is written
 out below in plain float32 torch ops, op by op as in transformers' modeling code, under
@@ -101,10 +103,12 @@ import shutil
 import numpy as np
 import torch
 
+import golden_common
+from golden_common import bf16_exact, floats, short_float, write_json
+
 SEED = 20250311
-HERE = os.path.dirname(os.path.abspath(__file__))
-MODELS_DIR = os.path.join(HERE, "models")
-OUT = os.path.join(HERE, "block_golden.json")
+MODELS_SUBDIR = "models"  # The checkpoints' directory, next to the JSON.
+OUT = "block_golden.json"
 
 F32_MIN = torch.finfo(torch.float32).min
 
@@ -749,9 +753,9 @@ def expected_info(cfg):
     return info
 
 
-def write_model(name, cfg, storage, layer_prefix, extra_prefix, sharded):
+def write_model(models_dir, name, cfg, storage, layer_prefix, extra_prefix, sharded):
     """Writes the checkpoint; returns the float32 layer weights as stored."""
-    directory = os.path.join(MODELS_DIR, name)
+    directory = os.path.join(models_dir, name)
     os.makedirs(directory)
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
@@ -829,15 +833,6 @@ def reference(cfg, layers, x, lengths, position_ids, causal, layer_start, count)
     return x, entropies
 
 
-def bf16_exact(t):
-    return t.to(torch.bfloat16).float()
-
-
-def f32_list(t):
-    """Shortest decimals that read back to the exact float32 values."""
-    return [float(str(v)) for v in t.reshape(-1).numpy().astype(np.float32)]
-
-
 def make_cases(name, cfg, layers):
     D = hidden_size(cfg)
     L = num_layers(cfg)
@@ -859,12 +854,11 @@ def make_cases(name, cfg, layers):
                                  True if causal is None else causal, layer_start, count)
         cases.append({
             "name": f"{name}/{suffix}", "model": name, "layer_start": layer_start,
-            "num_layers": count, "shape": list(shape), "hidden_states": f32_list(x),
+            "num_layers": count, "shape": list(shape), "hidden_states": floats(x),
             "sequence_lengths": list(lengths), "position_offset": offset,
             "positions": list(positions), "causal": causal,
-            "expected": f32_list(out.reshape(shape)),
-            "attention_entropy": [[float(str(np.float32(e))) for e in row]
-                                  for row in entropy]})
+            "expected": floats(out.reshape(shape)),
+            "attention_entropy": [[short_float(e) for e in row] for row in entropy]})
 
     add("b2t5_padded_layer0", (2, 5, D), 0, 1, lengths=(5, 3))
     if L >= 3:
@@ -884,14 +878,17 @@ def make_cases(name, cfg, layers):
     return cases
 
 
-def main():
+def generate(out_dir):
     torch.manual_seed(SEED)
-    if os.path.isdir(MODELS_DIR):
-        shutil.rmtree(MODELS_DIR)
-    os.makedirs(MODELS_DIR)
+    rng.manual_seed(SEED)  # The weights' and inputs' draws start over.
+    models_dir = os.path.join(out_dir, MODELS_SUBDIR)
+    if os.path.isdir(models_dir):
+        shutil.rmtree(models_dir)
+    os.makedirs(models_dir)
     models, cases = {}, []
     for name, (cfg, storage, layer_prefix, extra_prefix, sharded) in MODELS.items():
-        layers = write_model(name, cfg, storage, layer_prefix, extra_prefix, sharded)
+        layers = write_model(models_dir, name, cfg, storage, layer_prefix, extra_prefix,
+                             sharded)
         models[name] = {"dir": name, "storage": storage, "sharded": sharded,
                         "prefix": layer_prefix, "config": cfg, "info": expected_info(cfg)}
         cases.extend(make_cases(name, cfg, layers))
@@ -905,14 +902,13 @@ def main():
         "models": models,
         "cases": cases,
     }
-    with open(OUT, "w") as f:
-        json.dump(golden, f, separators=(",", ":"))
-        f.write("\n")
+    out = os.path.join(out_dir, OUT)
+    write_json(out, golden)
     total = sum(os.path.getsize(os.path.join(d, f))
-                for d, _, fs in os.walk(MODELS_DIR) for f in fs)
-    print(f"wrote {OUT} ({os.path.getsize(OUT)} bytes, {len(cases)} cases) and "
-          f"{MODELS_DIR} ({total} bytes, {len(models)} models)")
+                for d, _, fs in os.walk(models_dir) for f in fs)
+    print(f"wrote {out} ({os.path.getsize(out)} bytes, {len(cases)} cases) and "
+          f"{models_dir} ({total} bytes, {len(models)} models)")
 
 
 if __name__ == "__main__":
-    main()
+    golden_common.main(generate, [OUT, MODELS_SUBDIR])

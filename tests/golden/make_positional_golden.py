@@ -2,10 +2,12 @@
 
 Run with Debian's interpreter (the one that has torch):
 
-    /usr/bin/python3 tests/golden/make_positional_golden.py
+    /usr/bin/python3 tests/golden/make_positional_golden.py [--check]
 
 The output is committed; rerun only when the cases change. Seeded, so a rerun with
-the same torch gives the same file. Hugging Face transformers is not installed here:
+the same torch gives the same file; --check regenerates it in a temporary directory
+and fails unless it equals the committed one (golden_common.py; ctest runs it as
+golden_check_positional). Hugging Face transformers is not installed here:
 where a case follows HF, its formula is written below in torch ops with the HF
 function it mirrors named.
 
@@ -19,7 +21,7 @@ What PyTorch computes (float32 unless said):
               CONCATENATED (torch.cat([sin, cos], -1)); expected = input + pe.
               Positions go up to 1e5. The script also reports how far the tutorial's
               exp-based and Transformer-XL's pow-based float32 inv_freq are from the
-              pinned one, and what that does to pe at those positions (see main()).
+              pinned one, and what that does to pe at those positions (see generate()).
   learned     expected = input + table[positions] (F.embedding + add, GPT-2 style).
   alibi       slopes: the ALiBi paper's get_slopes (Python floats) as float32; the
               script checks them against HF BLOOM's build_alibi_tensor float32 pow
@@ -46,36 +48,22 @@ Numbers are the shortest decimals that read back (double, then float32) as the e
 float32 values; the script checks every one. Arrays are flat, row-major.
 """
 
-import json
+import functools
 import math
 import os
 
 import numpy as np
 import torch
 
+import golden_common
+from golden_common import bf16_exact, write_json
+
 SEED = 20240612
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "positional_golden.json")
+OUT = "positional_golden.json"
 
-
-def bf16_exact(t):
-    """Rounds a float32 tensor to the nearest bfloat16 values, kept as float32."""
-    return t.to(torch.bfloat16).to(torch.float32)
-
-
-def short_float(v):
-    """The shortest decimal for float32 v that reads back exactly."""
-    f32 = np.float32(v)
-    if not np.isfinite(f32):
-        raise ValueError(f"non-finite value {v} cannot go into JSON")
-    d = float(str(f32))
-    if np.float32(d) != f32:
-        d = float(f32)  # Double rounding crossed a midpoint: use the exact value.
-    assert np.float32(d).tobytes() == f32.tobytes(), (v, d)
-    return d
-
-
-def floats(t):
-    return None if t is None else [short_float(v) for v in t.reshape(-1).tolist()]
+# Every value here is finite; a non-finite one is a bug (ValueError), not "nan".
+short_float = functools.partial(golden_common.short_float, nonfinite=False)
+floats = functools.partial(golden_common.floats, nonfinite=False)
 
 
 # ---------------------------------------------------------------------------
@@ -377,7 +365,7 @@ def make_bucket_list(num_buckets, max_distance, bidirectional):
     }
 
 
-def main():
+def generate(out_dir):
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED)
     report_sinusoidal_spread()
@@ -391,12 +379,11 @@ def main():
         "t5_bias": [make_t5(gen, *c) for c in T5_CASES],
         "t5_buckets": [make_bucket_list(*c) for c in T5_BUCKET_CONFIGS],
     }
-    with open(OUT, "w") as f:
-        json.dump(doc, f, separators=(",", ":"))
-        f.write("\n")
+    out = os.path.join(out_dir, OUT)
+    write_json(out, doc)
     counts = {k: len(v) for k, v in doc.items() if isinstance(v, list)}
-    print(f"wrote {OUT}: {counts}, {os.path.getsize(OUT)} bytes")
+    print(f"wrote {out}: {counts}, {os.path.getsize(out)} bytes")
 
 
 if __name__ == "__main__":
-    main()
+    golden_common.main(generate, [OUT])

@@ -3,10 +3,12 @@ PyTorch the way Hugging Face transformers computes them.
 
 Run from anywhere with Debian's interpreter (the one that has torch):
 
-    /usr/bin/python3 tests/golden/make_rope_golden.py
+    /usr/bin/python3 tests/golden/make_rope_golden.py [--check]
 
 The output is committed; rerun only when the cases change. Seeded, so a rerun with
-the same torch gives the same file. transformers itself is not installed: the HF
+the same torch gives the same file; --check regenerates it in a temporary directory
+and fails unless it equals the committed one (golden_common.py; ctest runs it as
+golden_check_rope). transformers itself is not installed: the HF
 functions are written out below in the same torch ops, each under HF's name.
 
 What is computed (float32 throughout, as HF's LlamaRotaryEmbedding, which runs its
@@ -57,15 +59,16 @@ Arrays are flat, row-major in the case's layout. null scaling fields mean "not s
 (the defaults apply).
 """
 
-import json
 import math
 import os
 
-import numpy as np
 import torch
 
+import golden_common
+from golden_common import bf16_exact, floats, short_float, write_json
+
 SEED = 20240612
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rope_golden.json")
+OUT = "rope_golden.json"
 
 
 # ---------------------------------------------------------------------------------
@@ -281,25 +284,6 @@ CASES = [
 ]
 
 
-def bf16_exact(t):
-    """Rounds a float32 tensor to the nearest bfloat16 values, kept as float32."""
-    return t.to(torch.bfloat16).to(torch.float32)
-
-
-def short_float(v):
-    """The shortest decimal for float32 v that reads back exactly (see docstring)."""
-    f32 = np.float32(v)
-    d = float(str(f32))  # numpy prints the shortest string that identifies a float32
-    if np.float32(d) != f32:
-        d = float(f32)
-    assert np.float32(d).tobytes() == f32.tobytes(), (v, d)
-    return d
-
-
-def floats(t):
-    return None if t is None else [short_float(v) for v in t.reshape(-1).tolist()]
-
-
 def layout_shape(layout, b, h, t, dh):
     return [b, h, t, dh] if layout == "BHTD" else [b, t, h, dh]
 
@@ -346,7 +330,7 @@ def make_case(gen, name, style, layout, dims, theta, rotary_dim, s, offset, posi
     }
 
 
-def main():
+def generate(out_dir):
     torch.manual_seed(SEED)
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(SEED)
@@ -356,11 +340,10 @@ def main():
         "seed": SEED,
         "cases": [make_case(gen, *c) for c in CASES],
     }
-    with open(OUT, "w") as f:
-        json.dump(doc, f, separators=(",", ":"))
-        f.write("\n")
-    print(f"wrote {OUT}: {len(doc['cases'])} cases, {os.path.getsize(OUT)} bytes")
+    out = os.path.join(out_dir, OUT)
+    write_json(out, doc)
+    print(f"wrote {out}: {len(doc['cases'])} cases, {os.path.getsize(out)} bytes")
 
 
 if __name__ == "__main__":
-    main()
+    golden_common.main(generate, [OUT])

@@ -1,22 +1,17 @@
-// Parses norm_golden.json with nlohmann::json. Numbers are read as double and
-// rounded to float32, which gives back the exact float32 values the generator
-// wrote (it checks that for every number).
+// Parses norm_golden.json with nlohmann::json through golden_json.h: numbers are
+// read as double and rounded to float32, which gives back the exact float32 values
+// the generator wrote (it checks that for every number); "nan", "inf" and "-inf"
+// are strings.
 #include "tests/golden/norm_golden.h"
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "tests/golden/golden_json.h"
+
 namespace layerserve::golden {
 namespace {
-
-std::vector<float> Floats(const nlohmann::json& j) {
-  std::vector<float> out;
-  if (j.is_null()) return out;
-  out.reserve(j.size());
-  for (const auto& v : j) out.push_back(static_cast<float>(v.get<double>()));
-  return out;
-}
 
 void CheckSize(const std::string& what, const NormGoldenCase& c,
                const std::vector<float>& values, int64_t expected, bool optional) {
@@ -47,7 +42,7 @@ std::vector<NormGoldenCase> LoadNormGolden(const std::string& path) {
       c.name = j.at("name").get<std::string>();
       c.kind = j.at("kind").get<std::string>();
       c.shape = j.at("shape").get<std::vector<int64_t>>();
-      c.epsilon = static_cast<float>(j.at("epsilon").get<double>());
+      c.epsilon = Float(j.at("epsilon"));
       c.weight_offset = j.at("weight_offset").get<bool>();
       c.input = Floats(j.at("input"));
       c.weight = Floats(j.at("weight"));

@@ -11,7 +11,8 @@
 
 namespace layerserve::golden {
 
-// Tolerances from make_norm_golden.py: |got - expected| <= tol * max(1, |expected|).
+// Tolerances from make_norm_golden.py: |got - expected| <= tol * max(1, |expected|),
+// NaN where expected is NaN (golden::WithinTolerance in golden_json.h).
 inline constexpr double kFloat32Tolerance = 1e-5;
 inline constexpr double kBfloat16Tolerance = 2e-2;
 
@@ -21,8 +22,8 @@ struct NormGoldenCase {
   std::vector<int64_t> shape;  // Normalized over the last entry.
   float epsilon = 0;
   bool weight_offset = false;  // Scale is 1 + weight (Gemma).
-  // Flat, row-major float32 values. weight, bias, residual and
-  // expected_residual_out are empty when the file has null.
+  // Flat, row-major float32 values, NaN and +-Inf included. weight, bias, residual
+  // and expected_residual_out are empty when the file has null.
   std::vector<float> input, weight, bias, residual;
   std::vector<float> expected, expected_residual_out;
 

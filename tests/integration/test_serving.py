@@ -203,18 +203,42 @@ def test_numeric_health_metrics_count_what_was_sent(server, stub):
     before = nonfinite()
     zero_rows = m("layerserve_zero_variance_rows_total")
     # Row 0: one NaN; row 1: two NaN; row 2: +Inf and -Inf; row 3: finite; row 4:
-    # zeros. A row with a NaN or an Inf normalizes to all NaN.
+    # zeros. As in PyTorch (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)),
+    # a row with a NaN normalizes to all NaN, and a row with +-Inf (and no NaN) to
+    # NaN at each Inf and zeros elsewhere: mean(x^2) is +Inf, rsqrt(+Inf) = 0, and
+    # Inf * 0 is NaN. So 4 + 4 + 2 NaN out.
     nan, inf = float("nan"), float("inf")
     x = np.array([[nan, 1, 2, 3], [nan, nan, 1, 1], [inf, -inf, 1, 2], [1, 2, 3, 4],
                   [0, 0, 0, 0]], np.float32)
-    stub.Normalize(pb.NormalizeRequest(kind=pb.RMS_NORM, input=array_tensor(x, "float32")))
+    response = stub.Normalize(pb.NormalizeRequest(kind=pb.RMS_NORM,
+                                                  input=array_tensor(x, "float32")))
+    y = np.frombuffer(response.output.data, "<f4").reshape(x.shape)
+    assert np.isnan(y[:2]).all()
+    assert np.isnan(y[2, :2]).all() and np.array_equal(y[2, 2:], [0, 0])
+    assert np.isfinite(y[3:]).all()
     assert wait_for(lambda: m("layerserve_zero_variance_rows_total") == zero_rows + 1)
     after = nonfinite()
     assert {k: after[k] - before[k] for k in after} == {
-        "in_nan": 3, "in_inf": 2, "out_nan": 12, "out_inf": 0}
+        "in_nan": 3, "in_inf": 2, "out_nan": 10, "out_inf": 0}
+
+    # An Inf alone in a request, where the weight is 0: Inf * rsqrt(Inf) = Inf * 0
+    # is NaN, and so is NaN * 0, so the output holds one NaN and the server reads
+    # the input and counts the Inf.
+    before = after
+    x = np.array([[1, inf, 2, 3], [1, 2, 3, 4]], np.float32)
+    response = stub.Normalize(pb.NormalizeRequest(
+        kind=pb.RMS_NORM, input=array_tensor(x, "float32"),
+        weight=array_tensor(np.array([1, 0, 1, 1], np.float32), "float32")))
+    y = np.frombuffer(response.output.data, "<f4").reshape(x.shape)
+    assert np.isnan(y[0, 1]) and np.array_equal(y[0, [0, 2, 3]], [0, 0, 0])
+    assert wait_for(lambda: nonfinite()["out_nan"] == before["out_nan"] + 1)
+    after = nonfinite()
+    assert {k: after[k] - before[k] for k in after} == {
+        "in_nan": 0, "in_inf": 1, "out_nan": 1, "out_inf": 0}
 
     # The server reads a norm's input for NaN and Inf only when the output has some
-    # (a row with either is all NaN). LayerNorm, with a weight of zeros and ones:
+    # (a NaN or Inf in, a NaN out: above, RMSNorm's at the very element; below,
+    # LayerNorm makes the whole row NaN). LayerNorm, with a weight of zeros and ones:
     # row 0 holds +Inf first, row 1 a NaN where the weight is 0; row 2 is finite
     # but its variance overflows float32, which makes it NaN with no non-finite
     # input. A finite request after them moves no input counter.

@@ -17,6 +17,7 @@
 #include "kernels/dtype.h"
 #include "tests/testing/wire_tensors.h"
 #include "kernels/norm.h"
+#include "tests/golden/golden_json.h"
 #include "tests/golden/norm_golden.h"
 
 namespace layerserve {
@@ -28,16 +29,16 @@ using ::layerserve::testing::TensorValues;
 using ::layerserve::golden::NormGoldenCase;
 using ::testing::HasSubstr;
 
-// |got - want| <= tolerance * max(1, |want|), element by element.
+// |got - want| <= tolerance * max(1, |want|), element by element; NaN where the
+// golden file has NaN, the same infinities (golden::WithinTolerance).
 void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
                  float tolerance, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   int reported = 0;
   for (size_t i = 0; i < want.size(); ++i) {
-    const float bound = tolerance * std::max(1.0f, std::fabs(want[i]));
-    if (!(std::fabs(got[i] - want[i]) <= bound) && reported++ < 5) {
+    if (!golden::WithinTolerance(got[i], want[i], tolerance) && reported++ < 5) {
       ADD_FAILURE() << what << " [" << i << "]: got " << got[i] << ", want " << want[i]
-                    << " (bound " << bound << ")";
+                    << " (tolerance " << tolerance << " * max(1, |want|))";
     }
   }
 }

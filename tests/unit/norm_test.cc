@@ -6,8 +6,9 @@
 // residual (and its aliasing), in-place output and pointers misaligned by one
 // float; then edge cases: zero-variance rows, magnitudes from 1e-30 to 1e20 (rows
 // near 1e4 and 1e20 included), a first value far from the rest (the LayerNorm
-// loop's exact second pass), NaN/Inf rows, the primitive cache, and per-thread
-// contexts. Every fast run of a hand loop is repeated with NormParams::output_stats
+// loop's exact second pass), NaN/Inf rows (propagated as PyTorch does; Inf rows
+// also through every option on dims 1, 7 and 4097), the primitive cache, and
+// per-thread contexts. Every fast run of a hand loop is repeated with NormParams::output_stats
 // and checked against the statistics of its output (ExpectOutputStatsOf).
 //
 // Tolerance: |fast - ref| <= 1e-5 * max(1, |ref|) (+ a conditioning term for
@@ -554,34 +555,80 @@ TEST_P(NormKernelTest, FirstValueFarFromTheRest) {
   }
 }
 
-// NaN, +Inf, -Inf, and finite values so large that float32 statistics overflow:
-// those rows become all NaN; the other rows are untouched by them.
-TEST_P(NormKernelTest, NonFiniteRowsBecomeNan) {
+// What PyTorch's float32 formulas give a row holding NaN or Inf (checked against
+// torch 1.13: F.layer_norm, and x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)
+// + eps) * w): a NaN makes the whole row NaN in both norms, and so does +-Inf in
+// LayerNorm (mean and variance NaN). In RMSNorm +-Inf makes mean(x^2) = +Inf and
+// rsqrt(+Inf) = 0, so y = x * 0 * w: NaN at each Inf, and zero elsewhere with the
+// sign of x * w. `scale` is the row's weight (or 1 + weight).
+bool RmsInfRow(Kernel k, const float* s, int64_t dim) {
+  if (IsLayerNorm(k)) return false;
+  bool inf = false;
+  for (int64_t i = 0; i < dim; ++i) {
+    if (std::isnan(s[i])) return false;
+    inf |= std::isinf(s[i]);
+  }
+  return inf;
+}
+
+void ExpectRmsInfRow(const float* s, const float* y, int64_t dim,
+                     const std::vector<float>& scale, const std::string& what) {
+  for (int64_t i = 0; i < dim; ++i) {
+    if (std::isinf(s[i])) {
+      ASSERT_TRUE(std::isnan(y[i])) << what << " at " << i;
+    } else {
+      ASSERT_EQ(y[i], 0.0f) << what << " at " << i;
+      ASSERT_EQ(std::signbit(y[i]), std::signbit(s[i]) != std::signbit(scale[i]))
+          << what << " at " << i << ": x " << s[i] << " scale " << scale[i];
+    }
+  }
+}
+
+// NaN, +Inf, -Inf, both infinities, Inf beside NaN, Inf beside finite values
+// whose squares overflow, and finite values so large that float32 statistics
+// overflow (no float32 answer: all NaN, where PyTorch's RMSNorm would silently
+// give zeros). The rows propagate them as PyTorch does (above); the other rows are
+// untouched by them.
+TEST_P(NormKernelTest, NonFiniteRowsPropagateAsInPyTorch) {
   NormContext ctx;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   for (int64_t dim : kEdgeDims) {
     for (bool in_place : {false, true}) {
-      Inputs in = RandomInputs(6, dim, 13);
+      Inputs in = RandomInputs(9, dim, 13);
       in.x[1 * dim + dim / 2] = nan;
       in.x[2 * dim + dim - 1] = inf;
       in.x[3 * dim] = -inf;
       for (int64_t i = 0; i < dim; ++i) in.x[4 * dim + i] = (i % 2 ? 1e30f : -3e30f);
+      in.x[6 * dim] = inf;  // Row 6: +Inf and -Inf (dim 1: +Inf alone).
+      in.x[6 * dim + dim - 1] = dim > 1 ? -inf : inf;
+      in.x[7 * dim] = inf;  // Row 7: Inf and NaN (dim 1: NaN alone).
+      in.x[7 * dim + dim - 1] = nan;
+      for (int64_t i = 0; i < dim; ++i) in.x[8 * dim + i] = (i % 2 ? 1e30f : -3e30f);
+      in.x[8 * dim + dim / 2] = -inf;  // Row 8: -Inf among overflowing squares.
+      if (dim > 2) in.x[2 * dim] = -0.0f;  // Signed zeros beside an Inf.
+      if (dim > 2) in.x[2 * dim + 1] = 0.0f;
       const Options o{WeightMode::kPlain, IsLayerNorm(k_), ResidualMode::kNone, in_place,
                       1e-5f};
       const Outputs fast = RunKernel(k_, true, ctx, in, o);
       const Outputs ref = RunKernel(k_, false, ctx, in, o);
-      for (int64_t r = 0; r < 6; ++r) {
-        const bool bad = r >= 1 && r <= 4 && !(r == 4 && dim == 1 && IsLayerNorm(k_));
+      for (int64_t r = 0; r < 9; ++r) {
+        SCOPED_TRACE(::testing::Message() << Name(k_) << " row " << r << " dim " << dim);
+        const float* s = in.x.data() + r * dim;
+        if (RmsInfRow(k_, s, dim)) {
+          ASSERT_TRUE(r == 2 || r == 3 || r == 6 || r == 8);
+          ExpectRmsInfRow(s, ref.y.data() + r * dim, dim, in.weight, "ref");
+          ExpectRmsInfRow(s, fast.y.data() + r * dim, dim, in.weight, "fast");
+          continue;
+        }
+        const bool bad = r != 0 && r != 5 && !(r == 4 && dim == 1 && IsLayerNorm(k_));
         for (int64_t i = 0; i < dim; ++i) {
           const int64_t at = r * dim + i;
           if (bad) {
-            ASSERT_TRUE(std::isnan(ref.y[at])) << "ref row " << r << " dim " << dim;
-            ASSERT_TRUE(std::isnan(fast.y[at]))
-                << Name(k_) << " row " << r << " dim " << dim;
+            ASSERT_TRUE(std::isnan(ref.y[at])) << "ref at " << i;
+            ASSERT_TRUE(std::isnan(fast.y[at])) << "fast at " << i;
           } else {
-            ASSERT_TRUE(std::isfinite(fast.y[at]))
-                << Name(k_) << " row " << r << " dim " << dim;
+            ASSERT_TRUE(std::isfinite(fast.y[at])) << "fast at " << i;
           }
         }
       }
@@ -602,26 +649,96 @@ TEST_P(NormKernelTest, NonFiniteRowsBecomeNan) {
   }
 }
 
-// NaN or Inf in the residual poisons the sum, and so the row, the same way; the
-// sum itself is still written (it is the next layer's residual stream).
-TEST_P(NormKernelTest, NonFiniteResidualRowsBecomeNan) {
+// NaN or Inf in the residual reaches the sum s = x + residual, which is what is
+// normalized: the row propagates them as above. So does an Inf that the float32
+// add makes of finite x and residual (3e38 + 3e38). The sum itself is still
+// written (it is the next layer's residual stream).
+TEST_P(NormKernelTest, NonFiniteResidualRowsPropagateAsInPyTorch) {
   NormContext ctx;
   for (int64_t dim : kEdgeDims) {
-    Inputs in = RandomInputs(3, dim, 29);
+    Inputs in = RandomInputs(4, dim, 29);
     in.residual[dim + dim - 1] = std::numeric_limits<float>::infinity();
     in.residual[2 * dim] = std::numeric_limits<float>::quiet_NaN();
+    in.x[3 * dim + dim / 2] = 3e38f;
+    in.residual[3 * dim + dim / 2] = 3e38f;
     const Options o{
         WeightMode::kOffset, IsLayerNorm(k_), ResidualMode::kSeparateOut, false, 1e-5f,
         /*misaligned=*/true};
     const Outputs fast = RunKernel(k_, true, ctx, in, o);
     const Outputs ref = RunKernel(k_, false, ctx, in, o);
+    const std::vector<float> s = Normalized(in, o);
+    ASSERT_EQ(s[3 * dim + dim / 2], std::numeric_limits<float>::infinity());
+    std::vector<float> scale(dim);
+    for (int64_t i = 0; i < dim; ++i) scale[i] = 1.0f + in.weight[i];
     for (int64_t i = 0; i < dim; ++i) {
       ASSERT_TRUE(std::isfinite(fast.y[i]));
-      ASSERT_TRUE(std::isnan(fast.y[dim + i])) << "dim " << dim << " at " << i;
       ASSERT_TRUE(std::isnan(fast.y[2 * dim + i])) << "dim " << dim << " at " << i;
+      if (IsLayerNorm(k_)) {
+        ASSERT_TRUE(std::isnan(fast.y[dim + i])) << "dim " << dim << " at " << i;
+        ASSERT_TRUE(std::isnan(fast.y[3 * dim + i])) << "dim " << dim << " at " << i;
+      }
+    }
+    if (!IsLayerNorm(k_)) {
+      for (int64_t r : {1, 3}) {
+        SCOPED_TRACE(::testing::Message() << "dim " << dim << " row " << r);
+        ExpectRmsInfRow(s.data() + r * dim, fast.y.data() + r * dim, dim, scale, "fast");
+        ExpectRmsInfRow(s.data() + r * dim, ref.y.data() + r * dim, dim, scale, "ref");
+      }
     }
     EXPECT_EQ(fast.residual_out[2 * dim - 1], std::numeric_limits<float>::infinity());
-    ExpectClose(k_, in, o, Normalized(in, o), fast.y, ref.y);
+    ExpectClose(k_, in, o, s, fast.y, ref.y);
+  }
+}
+
+// The twin-vs-fast sweep (MatchesReferenceWithEveryOption) on rows holding +-Inf,
+// on odd sizes: one element, less than a vector, and a whole number of vectors
+// plus a tail of one. Every option combination: weight, Gemma offset, bias,
+// fused residual and its aliasing, in place, misaligned. Row 0 holds +Inf (and
+// signed zeros), row 1 -Inf and +Inf, row 2 is finite, and row 3 holds 3e38,
+// which the residual add (3e38 more) makes +Inf and which without a residual
+// overflows the sum of squares (NaN, no float32 answer). Same NaN positions, same
+// values elsewhere, and for RMSNorm's zeros the same signs, those of x * scale.
+TEST_P(NormKernelTest, InfRowsMatchReferenceWithEveryOption) {
+  NormContext ctx;
+  const float inf = std::numeric_limits<float>::infinity();
+  uint32_t seed = 41;
+  for (int64_t dim : {1, 7, 4097}) {
+    for (const Options& o : OptionSets(IsLayerNorm(k_), /*rows=*/3)) {
+      Inputs in = RandomInputs(4, dim, seed++);
+      in.x[dim - 1] = inf;
+      if (dim > 2) {
+        in.x[0] = 0.0f;
+        in.x[1] = -0.0f;
+      }
+      in.x[dim] = -inf;
+      if (dim > 1) in.x[dim + dim / 2] = inf;
+      in.x[3 * dim + dim / 2] = 3e38f;
+      in.residual[3 * dim + dim / 2] = 3e38f;
+      SCOPED_TRACE(::testing::Message() << "dim " << dim << " " << Describe(o));
+      CheckAgainstReference(k_, ctx, in, o);
+      if (IsLayerNorm(k_)) continue;
+      const Outputs fast = RunKernel(k_, true, ctx, in, o);
+      const Outputs ref = RunKernel(k_, false, ctx, in, o);
+      const std::vector<float> s = Normalized(in, o);
+      for (int64_t at = 0; at < 4 * dim; ++at) {
+        if (fast.y[at] == 0.0f || ref.y[at] == 0.0f) {
+          ASSERT_EQ(std::signbit(fast.y[at]), std::signbit(ref.y[at]))
+              << "at " << at << ": fast " << fast.y[at] << " ref " << ref.y[at];
+        }
+      }
+      for (int64_t r : {0, 1}) ASSERT_TRUE(RmsInfRow(k_, s.data() + r * dim, dim));
+      ASSERT_EQ(RmsInfRow(k_, s.data() + 3 * dim, dim), o.residual != ResidualMode::kNone);
+      std::vector<float> scale(dim, 1.0f);
+      for (int64_t i = 0; i < dim; ++i) {
+        if (o.weight == WeightMode::kPlain) scale[i] = in.weight[i];
+        if (o.weight == WeightMode::kOffset) scale[i] = 1.0f + in.weight[i];
+      }
+      for (int64_t r = 0; r < 4; ++r) {
+        if (!RmsInfRow(k_, s.data() + r * dim, dim)) continue;
+        SCOPED_TRACE(::testing::Message() << "row " << r);
+        ExpectRmsInfRow(s.data() + r * dim, fast.y.data() + r * dim, dim, scale, "fast");
+      }
+    }
   }
 }
 
