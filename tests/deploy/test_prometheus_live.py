@@ -130,7 +130,16 @@ def test_counts_every_call_by_method_and_code(scraped):
     prometheus, _, _ = scraped
     result = prometheus.query('layerserve_requests_total{method="Normalize"}')
     by_code = {r["metric"]["code"]: float(r["value"][1]) for r in result}
-    assert by_code == {"OK": OK_CALLS, "INVALID_ARGUMENT": BAD_CALLS}
+    assert {c: n for c, n in by_code.items() if n} == {"OK": OK_CALLS,
+                                                       "INVALID_ARGUMENT": BAD_CALLS}
+    # Every code the server answers with has its series from the start, at 0 until
+    # used: the error-ratio alert and panel select these.
+    assert {"UNAVAILABLE", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "CANCELLED",
+            "NOT_FOUND", "OUT_OF_RANGE"} <= set(by_code), by_code
+    # So has every method's, called or not.
+    methods = {r["metric"]["method"] for r in prometheus.query(
+        'layerserve_requests_total{code="OK"}')}
+    assert methods == set(pb.DESCRIPTOR.services_by_name["LayerService"].methods_by_name)
     assert {r["metric"]["job"] for r in result} == {"layerserve"}
     assert {r["metric"]["deployment"] for r in result} == {"ci"}  # from the file SD labels
     up = prometheus.query('up{job="layerserve"}')
