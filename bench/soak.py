@@ -343,8 +343,9 @@ def main():
         codes = tally.by_code({kind})
         print(f"| {kind} | {sum(codes.values())} | "
               + ", ".join(f"{c} {n}" for c, n in sorted(codes.items())) + " |")
+    # The server exports every code it can answer at 0: print those it did.
     print("\nserver requests_total by code: "
-          + ", ".join(f"{c} {n}" for c, n in sorted(server_codes.items())))
+          + ", ".join(f"{c} {n}" for c, n in sorted(server_codes.items()) if n))
     print(f"\nVmRSS MiB: start {rss['start']:.1f}, middle {rss['middle']:.1f}, "
           f"end {rss['end']:.1f} (second half {rss['end'] - rss['middle']:+.1f}; "
           f"bound {args.max_rss_growth_mib:+.1f})")

@@ -37,6 +37,10 @@ int Main(const std::vector<std::string>& args) {
     std::cout << kBenchUsage;
     return kExitOk;
   }
+  if (std::find(args.begin(), args.end(), "--version") != args.end()) {
+    std::cout << "layerserve-bench " LAYERSERVE_VERSION "\n";
+    return kExitOk;
+  }
   if (!parsed.ok()) {
     std::cerr << "error: " << parsed.status().message() << "\n\n" << kBenchUsage;
     return kExitUsage;

@@ -56,6 +56,8 @@ Output:
                         after each level: the server's requests_total by code
                         and mean batch size over the level
   --json                one JSON object on stdout instead of the table
+  --help                this text
+  --version             print "layerserve-bench VERSION"
 )";
 
 namespace {

@@ -128,6 +128,10 @@ int Main(const std::vector<std::string>& args) {
     std::cout << kCliUsage;
     return kExitOk;
   }
+  if (std::find(args.begin(), args.end(), "--version") != args.end()) {
+    std::cout << "layerserve-cli " LAYERSERVE_VERSION "\n";
+    return kExitOk;
+  }
   size_t pos = 0;
   absl::StatusOr<FlagValues> global = ParseFlags(args, &pos, kGlobalFlags);
   if (!global.ok()) return UsageError(global.status().message());

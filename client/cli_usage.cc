@@ -15,6 +15,7 @@ Calls a layerserve server. Global flags (they may also follow the command):
                     not reachable), with exponential backoff from 50 ms (default 3)
   --tls             connect with TLS, trusting the system's root certificates
   --tls-ca FILE     connect with TLS, trusting the PEM certificates in FILE
+  --version         print "layerserve-cli VERSION" and exit
 
 Commands:
   health [--service NAME] [--json]
@@ -71,7 +72,7 @@ Commands:
   close-session --session ID
       Closes the session and frees its cache.
   help
-      This text.
+      This text (also --help, -h).
 
 Tensor commands also take:
   --wire-dtype float32|bfloat16|float16   how tensors travel (default: the dtype

@@ -7,6 +7,8 @@
 // accepted RPCs finish (up to --shutdown-grace), and the process exits 0. The signals
 // are taken with sigwait(), so this also works as PID 1 in a container, where the
 // kernel would ignore a default-disposition SIGTERM.
+// --help lists the flags below as the docs write them (--metrics-port); --version
+// prints "layerserve VERSION" (the version of layerserve_build_info). Both exit 0.
 #include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
@@ -23,10 +25,16 @@
 #include <grpcpp/grpcpp.h>
 #include <prometheus/exposer.h>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -106,6 +114,75 @@ ABSL_FLAG(std::string, auth_token_file, "",
 
 namespace layerserve {
 namespace {
+
+// Whether flags defined in `file` are the server's own (those above), not
+// Abseil's or a library's. absl passes the file as __FILE__ was, less leading
+// slashes; how much of the path that holds depends on the build.
+bool IsServerFlagFile(absl::string_view file) {
+  return absl::EndsWith(file, "server/main.cc");
+}
+
+// "INT" for `--name=INT` in the help text; empty for a bool (a bare --name).
+std::string FlagValueName(const absl::CommandLineFlag& flag) {
+  if (flag.IsOfType<bool>()) return "";
+  if (flag.IsOfType<int>() || flag.IsOfType<int64_t>()) return "INT";
+  if (flag.IsOfType<absl::Duration>()) return "DURATION";
+  if (flag.IsOfType<std::string>()) return "STRING";
+  return "VALUE";
+}
+
+// `text` as lines of at most `width` columns, each indented by `indent`.
+std::string Wrapped(absl::string_view text, int indent, size_t width) {
+  std::string out;
+  std::string line;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (!line.empty() && indent + line.size() + 1 + word.size() > width) {
+      absl::StrAppend(&out, std::string(indent, ' '), line, "\n");
+      line.clear();
+    }
+    absl::StrAppend(&line, line.empty() ? "" : " ", word);
+  }
+  if (!line.empty()) absl::StrAppend(&out, std::string(indent, ' '), line, "\n");
+  return out;
+}
+
+// The text of --help: the server's flags, named as the docs name them (with
+// dashes; absl would print --metrics_port), each with its default and help.
+std::string Usage() {
+  std::vector<const absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (IsServerFlagFile(flag->Filename())) flags.push_back(flag);
+  }
+  std::sort(flags.begin(), flags.end(), [](const auto* a, const auto* b) {
+    return a->Name() < b->Name();
+  });
+  std::string out = absl::StrCat(
+      "Usage: layerserve [--flag=VALUE ...]\n\n", absl::ProgramUsageMessage(),
+      "\n\nFlags (\"--flag VALUE\" and --flag_name work too):\n");
+  for (const absl::CommandLineFlag* flag : flags) {
+    const std::string value_name = FlagValueName(*flag);
+    std::string default_value = flag->DefaultValue();
+    if (flag->IsOfType<std::string>()) default_value = absl::StrCat("\"", default_value, "\"");
+    absl::StrAppend(&out, "  --", absl::StrReplaceAll(flag->Name(), {{"_", "-"}}),
+                    value_name.empty() ? "" : "=", value_name, "  (default ", default_value,
+                    ")\n", Wrapped(flag->Help(), 6, 80));
+  }
+  absl::StrAppend(&out,
+                  "  --help\n      Print this text and exit.\n"
+                  "  --version\n      Print the version and exit.\n");
+  return out;
+}
+
+// absl's own usage flags (--helpshort, --helppackage, --helpfull) report the
+// server's flags too, and its --version the version.
+absl::FlagsUsageConfig UsageConfig() {
+  absl::FlagsUsageConfig config;
+  config.contains_helpshort_flags = IsServerFlagFile;
+  config.contains_help_flags = IsServerFlagFile;
+  config.contains_helppackage_flags = IsServerFlagFile;
+  config.version_string = [] { return std::string("layerserve " LAYERSERVE_VERSION "\n"); };
+  return config;
+}
 
 std::string HostPort(const std::string& host, int port) {
   // IPv6 literals need brackets.
@@ -356,12 +433,17 @@ int Run() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Serves Transformer layer computations over gRPC (layerserve.v1.LayerService).");
+  absl::SetFlagsUsageConfig(layerserve::UsageConfig());
   // Flags are documented as --metrics-port; absl names them --metrics_port (a C++
   // identifier). Accept both spellings by rewriting dashes in flag names.
   std::vector<std::string> args(argv, argv + argc);
   for (size_t i = 1; i < args.size(); ++i) {
     std::string& arg = args[i];
     if (arg == "--") break;
+    if (arg == "--help" || arg == "-help" || arg == "-h") {
+      std::fputs(layerserve::Usage().c_str(), stdout);
+      return 0;
+    }
     if (arg.rfind("--", 0) != 0) continue;
     const size_t name_end = std::min(arg.find('='), arg.size());
     std::replace(arg.begin() + 2, arg.begin() + name_end, '-', '_');

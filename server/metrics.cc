@@ -3,6 +3,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
+#include "layerserve/v1/layerserve.pb.h"
 
 namespace layerserve {
 namespace {
@@ -47,6 +49,34 @@ const char* DtypeLabel(kernels::ElementType type) {
     case kernels::ElementType::kFloat32: break;
   }
   return "float32";
+}
+
+// The codes LayerService's handlers answer with (DESIGN.md, "Errors"; service.cc
+// and what its parsers return). Codes that gRPC answers before a handler runs
+// (UNAUTHENTICATED, a message over the size limit) are not counted at all.
+constexpr grpc::StatusCode kAnsweredCodes[] = {
+    grpc::StatusCode::OK,
+    grpc::StatusCode::CANCELLED,
+    grpc::StatusCode::INVALID_ARGUMENT,
+    grpc::StatusCode::DEADLINE_EXCEEDED,
+    grpc::StatusCode::NOT_FOUND,
+    grpc::StatusCode::FAILED_PRECONDITION,
+    grpc::StatusCode::ABORTED,
+    grpc::StatusCode::OUT_OF_RANGE,
+    grpc::StatusCode::RESOURCE_EXHAUSTED,
+    grpc::StatusCode::UNAVAILABLE,
+};
+
+// Whether messages of `type` hold a layerserve.v1.Tensor, directly or in a nested
+// message: the methods taking one are those whose values are checked for NaN/Inf.
+bool HoldsTensor(const google::protobuf::Descriptor& type, int depth = 0) {
+  if (type.full_name() == v1::Tensor::descriptor()->full_name()) return true;
+  if (depth > 8) return false;  // Recursive messages: the API has none this deep.
+  for (int i = 0; i < type.field_count(); ++i) {
+    const google::protobuf::Descriptor* field = type.field(i)->message_type();
+    if (field != nullptr && HoldsTensor(*field, depth + 1)) return true;
+  }
+  return false;
 }
 
 std::string OnednnVersion() {
@@ -206,6 +236,25 @@ Metrics::Metrics()
     saturated_.Add({{"dtype", DtypeLabel(type)}});
   }
   for (const char* phase : {"prefill", "decode"}) session_tokens_.Add({{"phase", phase}});
+  // So are the request counters of every LayerService method and answered code,
+  // and the non-finite counters of every method whose values are checked: each
+  // dashboard panel and alert then has its series from the first scrape, and
+  // rate()/increase() see a counter's first rise (a series born at 1 has none).
+  // Requests still find their series through Add() (or Remembered) as before.
+  const google::protobuf::ServiceDescriptor& service =
+      *v1::NormalizeRequest::descriptor()->file()->FindServiceByName("LayerService");
+  for (int i = 0; i < service.method_count(); ++i) {
+    const google::protobuf::MethodDescriptor& method = *service.method(i);
+    for (grpc::StatusCode code : kAnsweredCodes) {
+      requests_total_.Add({{"method", method.name()}, {"code", StatusCodeName(code)}});
+    }
+    if (!HoldsTensor(*method.input_type())) continue;
+    for (const char* where : {"input", "output"}) {
+      for (const char* kind : {"nan", "inf"}) {
+        nonfinite_.Add({{"method", method.name()}, {"where", where}, {"kind", kind}});
+      }
+    }
+  }
 }
 
 Metrics::MethodSeries& Metrics::Series(absl::string_view method) {

@@ -1,5 +1,11 @@
 // Prometheus metrics of the server (prefix layerserve_, names as in DESIGN.md),
 // registered once at start-up. Thread-safe: record from any thread.
+//
+// The series whose label sets are known in advance exist at 0 from construction:
+// requests_total for every LayerService method (method="Normalize", the proto's
+// name) and every code its handlers answer, nonfinite_values_total for every
+// method whose request holds a tensor, saturated_values_total and
+// session_tokens_total. Histograms appear with their first observation.
 #ifndef LAYERSERVE_SERVER_METRICS_H_
 #define LAYERSERVE_SERVER_METRICS_H_
 

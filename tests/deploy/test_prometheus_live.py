@@ -1,12 +1,13 @@
 """A real Prometheus (Debian's binary) on loopback, with deploy/prometheus's config
-and alert rules, scrapes a running layerserve while the test sends traffic. Its HTTP
-API must then report exactly the calls made, a latency quantile through
-histogram_quantile, healthy rules, and answer every Grafana panel's query
-(deploy/grafana): a query that errors fails, and so does one that returns nothing
-although the server has samples of all its metrics. Queries on metrics without
-samples yet (not exported yet, or no such event in this traffic) are listed in
-deploy-dashboard-empty-queries.txt in the test's build folder."""
+and alert rules, scrapes a running layerserve while the test sends traffic (LayerNorm
+calls, good and bad, and a few BlockForward calls). Its HTTP API must then report
+exactly the calls made, a latency quantile through histogram_quantile, healthy rules,
+and data for every Grafana panel's query (deploy/grafana) and every alert rule's
+expression: at least one series with a value other than NaN. A query that errors
+fails, and so does one that returns nothing, which a dashboard shows as an empty
+panel and an alert as "all is well"."""
 import json
+import math
 import os
 import re
 import shutil
@@ -28,6 +29,7 @@ from metric_names import DESIGN_METRICS, referenced_metrics
 
 OK_CALLS = 40
 BAD_CALLS = 5
+BLOCK_CALLS = 4
 _LISTENING = re.compile(r'msg="Listening on" address=(\S+)')
 
 
@@ -86,9 +88,10 @@ class Prometheus:
 
 @pytest.fixture(scope="module")
 def scraped():
-    """A server that has answered OK_CALLS good and BAD_CALLS bad calls, and a
-    Prometheus that has scraped it after the last one. Yields (prometheus, server,
-    slowest client-side latency in seconds)."""
+    """A server that has answered OK_CALLS good and BAD_CALLS bad LayerNorm calls
+    and BLOCK_CALLS BlockForward calls, and a Prometheus that has scraped it after
+    the last one. Yields (prometheus, server, slowest client-side LayerNorm latency
+    in seconds)."""
     server = ServerProcess()
     tmp_path = Path(os.environ.get("TMPDIR", "/tmp"))
     workdir = Path(subprocess.check_output(["mktemp", "-d", str(tmp_path / "prom.XXXXXX")],
@@ -96,22 +99,34 @@ def scraped():
     prometheus = Prometheus(workdir, server.metrics_url.split("/")[2])
     rng = np.random.default_rng(3)
     slowest = 0.0
-    total = 'sum(layerserve_requests_total{method="Normalize"})'
 
-    def scraped_total(n):
-        return wait_for(lambda: [float(r["value"][1]) for r in prometheus.query(total)] == [n],
-                        timeout=30)
+    def scraped_totals(normalize, block_forward):
+        expr = 'sum by (method) (layerserve_requests_total{method=~"Normalize|BlockForward"})'
+        want = {"Normalize": normalize, "BlockForward": block_forward}
+        return wait_for(lambda: {r["metric"]["method"]: float(r["value"][1])
+                                 for r in prometheus.query(expr)} == want, timeout=30)
 
     with grpc.insecure_channel(server.target) as channel:
         stub = pb_grpc.LayerServiceStub(channel)
-        # Series appear with their first call; rate() needs a scrape of them before
-        # the traffic it measures.
+        hidden = stub.GetModel(pb.GetModelRequest(), timeout=10).hidden_size
+        block = pb.BlockForwardRequest(hidden_states=wire.array_tensor(
+            rng.standard_normal((1, 4, hidden)), "float32"))
+
+        def block_forward():
+            reply = stub.BlockForward(block, timeout=30)
+            assert np.isfinite(wire.values(reply.hidden_states)).all()
+
+        # Histogram series appear with their first observation; rate() needs a
+        # scrape of them before the traffic it measures.
         checked_normalize(stub, rng)
-        assert scraped_total(1)
+        block_forward()
+        assert scraped_totals(1, 1)
         for _ in range(OK_CALLS - 1):
             start = time.monotonic()
             checked_normalize(stub, rng)
             slowest = max(slowest, time.monotonic() - start)
+        for _ in range(BLOCK_CALLS - 1):
+            block_forward()
         for _ in range(BAD_CALLS):
             # 3x5 floats need 60 bytes, not 56: INVALID_ARGUMENT, never computed.
             bad = pb.Tensor(shape=[3, 5], dtype=pb.FLOAT32, data=b"\0" * 56)
@@ -119,7 +134,7 @@ def scraped():
                 stub.Normalize(pb.NormalizeRequest(kind=pb.LAYER_NORM, input=bad), timeout=10)
             assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     # Scrapes every second; wait for one that has seen every call.
-    assert scraped_total(OK_CALLS + BAD_CALLS)
+    assert scraped_totals(OK_CALLS + BAD_CALLS, BLOCK_CALLS)
     yield prometheus, server, slowest
     assert prometheus.stop() == 0, prometheus.log.read_text()[-2000:]
     assert server.stop() == 0, server.output()
@@ -130,7 +145,16 @@ def test_counts_every_call_by_method_and_code(scraped):
     prometheus, _, _ = scraped
     result = prometheus.query('layerserve_requests_total{method="Normalize"}')
     by_code = {r["metric"]["code"]: float(r["value"][1]) for r in result}
-    assert by_code == {"OK": OK_CALLS, "INVALID_ARGUMENT": BAD_CALLS}
+    assert {c: n for c, n in by_code.items() if n} == {"OK": OK_CALLS,
+                                                       "INVALID_ARGUMENT": BAD_CALLS}
+    # Every code the server answers with has its series from the start, at 0 until
+    # used: the error-ratio alert and panel select these.
+    assert {"UNAVAILABLE", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "CANCELLED",
+            "NOT_FOUND", "OUT_OF_RANGE"} <= set(by_code), by_code
+    # So has every method's, called or not.
+    methods = {r["metric"]["method"] for r in prometheus.query(
+        'layerserve_requests_total{code="OK"}')}
+    assert methods == set(pb.DESCRIPTOR.services_by_name["LayerService"].methods_by_name)
     assert {r["metric"]["job"] for r in result} == {"layerserve"}
     assert {r["metric"]["deployment"] for r in result} == {"ci"}  # from the file SD labels
     up = prometheus.query('up{job="layerserve"}')
@@ -178,8 +202,14 @@ def _as_grafana_would(expr):
     return expr.replace("$__rate_interval", "1m").replace("$instance", ".*")
 
 
-def test_every_dashboard_query_runs(scraped):
-    prometheus, server, _ = scraped
+def _has_data(result):
+    """Whether a query's result holds a value to show: a series, not NaN (a quantile
+    or ratio over no events, which Grafana draws as nothing)."""
+    return any(not math.isnan(float(r["value"][1])) for r in result)
+
+
+def test_every_dashboard_query_returns_data(scraped):
+    prometheus, _, _ = scraped
     queries, variable = _dashboard_queries()
     # The Replica variable lists the scraped replica.
     label_values = re.fullmatch(r"label_values\((\w+), (\w+)\)", variable)
@@ -187,26 +217,39 @@ def test_every_dashboard_query_runs(scraped):
                               **{"match[]": label_values.group(1)})["data"]
     assert len(replicas) == 1
 
-    # Metrics the server has samples of: a query on only these must return data.
-    exported = {m.group(1) for m in re.finditer(r"^(layerserve_\w+?)(?:\{| )",
-                                                  server.metrics(), re.M)}
     empty = []
     for title, ref, expr in queries:
-        result = prometheus.query(_as_grafana_would(expr))  # fails on a query error
         names = referenced_metrics(expr)
         assert names - {"up"} <= DESIGN_METRICS, (title, names - DESIGN_METRICS)
-        if not result:
-            missing = sorted(names - exported - {"up"})
-            # Only metrics without samples on the server yet may leave it silent.
-            assert missing, f"{title} {ref} returned nothing: {expr}"
-            empty.append((title, ref, missing))
-    report = Path(os.environ.get("LAYERSERVE_DEPLOY_NPM_DIR", "/tmp")).parent / \
-        "deploy-dashboard-empty-queries.txt"
-    report.write_text("".join(f"{t} [{r}]: no series yet ({', '.join(n)})\n"
-                              for t, r, n in empty))
-    print(f"{len(queries)} dashboard queries ran, {len(empty)} returned no series "
-          f"(listed in {report})")
-    assert len(empty) < len(queries)
+        result = prometheus.query(_as_grafana_would(expr))  # fails on a query error
+        if not _has_data(result):
+            empty.append(f"{title} [{ref}]: {expr} -> {result}")
+    assert not empty, "panel queries without data:\n" + "\n".join(empty)
+
+
+# A comparison with a number that filters an alert's value: "> 0.5", "== 0",
+# "> 0.8 * 1024" (before a closing parenthesis, a set operator or the end).
+_THRESHOLD = re.compile(r"\s*(?:==|!=|>=|<=|>|<)\s*[0-9.]+(?:\s*[*/]\s*[0-9.]+)*"
+                        r"(?=\s*(?:\)|$|\b(?:or|and|unless)\b))")
+_COMPARISON = re.compile(r"(?:==|!=|>=|<=|>|<)\s*[0-9.]")
+
+
+def test_every_alert_expression_returns_data(scraped):
+    """Each alert's expression without its thresholds (what the alert compares) has
+    a value now: a silent alert is then a healthy server, not a missing series."""
+    prometheus, _, _ = scraped
+    rules = [r for g in prometheus.api("rules")["data"]["groups"] for r in g["rules"]
+             if r["type"] == "alerting"]
+    assert len(rules) == 5
+    empty = []
+    for rule in rules:
+        expr = _THRESHOLD.sub("", rule["query"].strip())
+        assert expr != rule["query"].strip(), rule["query"]  # every alert has a threshold
+        assert not _COMPARISON.search(expr), expr
+        result = prometheus.query(expr)
+        if not _has_data(result):
+            empty.append(f"{rule['name']}: {expr} -> {result}")
+    assert not empty, "alert expressions without data:\n" + "\n".join(empty)
 
 
 def test_a_nan_output_fires_the_nonfinite_alert(scraped):

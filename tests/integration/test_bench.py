@@ -137,3 +137,17 @@ def test_decode_keeps_a_session_per_thread(server):
              for phase in ("prefill", "decode")}
     assert after["prefill"] - before["prefill"] == 4 * 8
     assert after["decode"] - before["decode"] == 16
+
+
+def test_help_and_version_exit_0():
+    result = run_bench("--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Usage: layerserve-bench ")
+    for flag in ("--concurrency", "--rate", "--metrics-url", "--version"):
+        assert f"\n  {flag} " in result.stdout, flag
+    result = run_bench("--version")
+    assert result.returncode == 0, result.stderr
+    assert re.fullmatch(r"layerserve-bench \d+\.\d+\.\d+\n", result.stdout), result.stdout
+    unknown = run_bench("--no-such-flag")
+    assert unknown.returncode == 1
+    assert unknown.stderr.startswith("error: unknown flag --no-such-flag\n"), unknown.stderr

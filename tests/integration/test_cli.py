@@ -493,3 +493,19 @@ def test_open_session_json_and_usage_errors(server):
     assert missing.stderr.startswith("error: close-session needs --session")
     far = run_cli("--target", server.target, "open-session", "--layer-start", "9")
     assert far.returncode == 2 and far.stderr.startswith("error: OUT_OF_RANGE: ")
+
+
+def test_help_and_version_exit_0():
+    for args in (["--help"], ["-h"], ["help"]):
+        result = run_cli(*args)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("Usage: layerserve-cli "), args
+        for command in ("health", "normalize", "block-forward", "open-session"):
+            assert f"\n  {command} " in result.stdout, (args, command)
+        assert "--version" in result.stdout
+    result = run_cli("--version")
+    assert result.returncode == 0, result.stderr
+    assert re.fullmatch(r"layerserve-cli \d+\.\d+\.\d+\n", result.stdout), result.stdout
+    unknown = run_cli("--no-such-flag")
+    assert unknown.returncode == 1
+    assert unknown.stderr.startswith("error: unknown flag --no-such-flag\n"), unknown.stderr

@@ -1,15 +1,17 @@
 """The running server seen from outside: health, reflection, the CLI, the Python
-example and /metrics."""
+example and /metrics; and the binaries' --help and --version."""
 import os
+import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import grpc
 import numpy as np
 import pytest
 
-from conftest import SERVER, SOURCE_DIR, run_cli
+from conftest import CLI, SERVER, SOURCE_DIR, parse_samples, run_cli
 from grpc_std import health_pb2, health_pb2_grpc
 from grpc_std import reflection_pb2, reflection_pb2_grpc
 
@@ -147,3 +149,60 @@ def test_bad_batching_flags_exit_2_naming_the_flag(flag):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
     assert flag.split("=")[0] in result.stderr
+
+
+def _run(*args):
+    return subprocess.run(args, capture_output=True, text=True, timeout=60)
+
+
+def test_help_lists_every_flag_as_the_docs_write_it():
+    result = _run(SERVER, "--help")
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert "No flags matched" not in text
+    assert text.startswith("Usage: layerserve ")
+    # Each flag as "--name=TYPE  (default D)", its help below it.
+    listed = dict(re.findall(r"^  (--[a-z0-9-]+)(?:=[A-Z]+)?  \(default (.*)\)$", text, re.M))
+    assert listed["--model-repository"] == '""'
+    assert listed["--compute-threads"] == "0"
+    assert listed["--metrics-port"] == "9464"
+    assert listed["--max-batch-rows"] == "512"
+    assert listed["--shutdown-grace"] == "30s"
+    assert listed["--weight-dtype"] == '"float32"'
+    assert "Worker threads that run kernels; 0 = one per online CPU." in text
+    assert not re.search(r"^ *--\w*_", text, re.M), "a flag named with underscores"
+    # Every flag of README's table ("Server flags") is listed.
+    readme = (Path(SOURCE_DIR) / "README.md").read_text()
+    table = readme.split("## Server flags")[1].split("\n## ")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `--")]
+    documented = set(re.findall(r"`(--[a-z0-9-]+)`", "\n".join(rows)))
+    assert len(documented) > 15
+    assert documented <= set(listed), documented - set(listed)
+    assert {"--help", "--version"} <= set(re.findall(r"^  (--[a-z]+)$", text, re.M))
+    assert _run(SERVER, "-h").stdout == text
+
+
+def test_an_unknown_flag_is_still_an_error():
+    result = _run(SERVER, "--no-such-flag=1", "--port=0", "--metrics-port=-1")
+    assert result.returncode == 1
+    assert "Unknown command line flag 'no_such_flag'" in result.stderr
+
+
+def test_every_binary_reports_the_same_version(server):
+    """layerserve, layerserve-cli and layerserve-bench print "NAME VERSION" for
+    --version and exit 0; VERSION is the CMake project's and build_info's."""
+    bench = os.path.join(os.path.dirname(CLI), "layerserve-bench")
+    versions = {}
+    for binary in (SERVER, CLI, bench):
+        result = _run(binary, "--version")
+        assert result.returncode == 0, result.stderr
+        name = os.path.basename(binary)
+        m = re.fullmatch(rf"{re.escape(name)} (\S+)\n", result.stdout)
+        assert m, result.stdout
+        versions[name] = m.group(1)
+    [version] = set(versions.values())
+    project = re.search(r"^project\(layerserve VERSION (\S+) ",
+                        (Path(SOURCE_DIR) / "CMakeLists.txt").read_text(), re.M)
+    assert version == project.group(1)
+    [(labels, value)] = parse_samples(server.metrics(), "layerserve_build_info")
+    assert labels["version"] == version and value == 1

@@ -1,0 +1,114 @@
+// The series Metrics exports before any request (server/metrics.h): request
+// counters by method and code and non-finite counters by method, where and kind,
+// all at 0, and requests counted into those same series afterwards.
+#include "server/metrics.h"
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <prometheus/metric_family.h>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/value_stats.h"
+
+namespace layerserve {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Pair;
+
+using Labels = std::map<std::string, std::string>;
+
+// {labels: value} of every counter sample of family `name`.
+std::map<Labels, double> Counters(const Metrics& metrics, const std::string& name) {
+  std::map<Labels, double> samples;
+  for (const prometheus::MetricFamily& family : metrics.registry()->Collect()) {
+    if (family.name != name) continue;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      Labels labels;
+      for (const auto& label : metric.label) labels[label.name] = label.value;
+      samples[labels] = metric.counter.value;
+    }
+  }
+  return samples;
+}
+
+// The method labels service.cc passes, one per RPC of layerserve.v1.LayerService.
+const std::vector<std::string> kMethods = {"Normalize",  "PositionalEncode", "Activate",
+                                           "BlockForward", "ListModels",   "GetModel",
+                                           "OpenSession", "CloseSession"};
+const std::vector<std::string> kValueCheckedMethods = {"Normalize", "PositionalEncode",
+                                                       "Activate", "BlockForward"};
+// The codes the dashboard's and alerts' error ratio select, and those DESIGN.md
+// names: each must have a series per method.
+const std::vector<std::string> kCodes = {
+    "OK",           "INVALID_ARGUMENT",   "NOT_FOUND",         "OUT_OF_RANGE",
+    "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "CANCELLED",     "UNAVAILABLE",
+    "FAILED_PRECONDITION", "ABORTED"};
+
+TEST(MetricsTest, RequestCountersOfEveryMethodAndCodeStartAtZero) {
+  const Metrics metrics;
+  const std::map<Labels, double> requests = Counters(metrics, "layerserve_requests_total");
+  EXPECT_EQ(requests.size(), kMethods.size() * kCodes.size());
+  for (const std::string& method : kMethods) {
+    for (const std::string& code : kCodes) {
+      const auto it = requests.find({{"method", method}, {"code", code}});
+      ASSERT_NE(it, requests.end()) << method << " " << code;
+      EXPECT_EQ(it->second, 0) << method << " " << code;
+    }
+  }
+}
+
+TEST(MetricsTest, NonFiniteCountersOfMethodsWithTensorsStartAtZero) {
+  const Metrics metrics;
+  const std::map<Labels, double> nonfinite =
+      Counters(metrics, "layerserve_nonfinite_values_total");
+  std::set<Labels> expected;
+  for (const std::string& method : kValueCheckedMethods) {
+    for (const char* where : {"input", "output"}) {
+      for (const char* kind : {"nan", "inf"}) {
+        expected.insert({{"method", method}, {"where", where}, {"kind", kind}});
+      }
+    }
+  }
+  std::set<Labels> got;
+  for (const auto& [labels, value] : nonfinite) {
+    got.insert(labels);
+    EXPECT_EQ(value, 0);
+  }
+  EXPECT_EQ(got, expected);
+}
+
+TEST(MetricsTest, RequestsAreCountedInTheSeriesThatExistedBefore) {
+  Metrics metrics;
+  metrics.RequestStarted("Normalize", 10);
+  metrics.RequestFinished("Normalize", grpc::StatusCode::OK, absl::Milliseconds(1), 10);
+  metrics.RequestStarted("Normalize", 10);
+  metrics.RequestFinished("Normalize", grpc::StatusCode::OK, absl::Milliseconds(1), 10);
+  metrics.RequestStarted("GetModel", 10);
+  metrics.RequestFinished("GetModel", grpc::StatusCode::NOT_FOUND, absl::Milliseconds(1), 0);
+  kernels::ValueStats stats;
+  stats.count = 3;
+  stats.nan = 3;
+  metrics.OutputValues("Activate", stats);
+
+  const std::map<Labels, double> requests = Counters(metrics, "layerserve_requests_total");
+  EXPECT_EQ(requests.size(), kMethods.size() * kCodes.size());
+  std::map<Labels, double> nonzero;
+  for (const auto& [labels, value] : requests) {
+    if (value != 0) nonzero[labels] = value;
+  }
+  EXPECT_THAT(nonzero,
+              ElementsAre(Pair(Labels{{"method", "GetModel"}, {"code", "NOT_FOUND"}}, 1),
+                          Pair(Labels{{"method", "Normalize"}, {"code", "OK"}}, 2)));
+  const std::map<Labels, double> nonfinite =
+      Counters(metrics, "layerserve_nonfinite_values_total");
+  EXPECT_EQ(nonfinite.size(), kValueCheckedMethods.size() * 4);
+  EXPECT_EQ(nonfinite.at({{"method", "Activate"}, {"where", "output"}, {"kind", "nan"}}), 3);
+}
+
+}  // namespace
+}  // namespace layerserve
