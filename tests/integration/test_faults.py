@@ -27,10 +27,11 @@ DEMO_HIDDEN = 512
 
 
 def codes(server, method):
-    """{code: requests_total} of `method`."""
+    """{code: requests_total} of `method`, for the codes it has answered (every
+    series exists at 0 from the start)."""
     return {labels["code"]: value
             for labels, value in parse_samples(server.metrics(), "layerserve_requests_total")
-            if labels["method"] == method}
+            if labels["method"] == method and value}
 
 
 def delta(after, before):
