@@ -4,7 +4,6 @@ written here, served, and decoded greedily by the example (embedding and head in
 numpy, blocks through a KV-cache session); its ids must equal those of the same
 model run in full by PyTorch at every step (tests/golden/make_block_golden.py's
 Hugging Face Llama layer, recomputing the whole sequence each step)."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -28,16 +27,10 @@ PROMPT = [3, 14, 15, 92, 65, 35]
 STEPS = 8
 
 
-def _golden_module():
-    """make_block_golden.py's torch Llama layer, RoPE and safetensors writer."""
-    path = os.path.join(GOLDEN_DIR, "make_block_golden.py")
-    spec = importlib.util.spec_from_file_location("make_block_golden", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # Defines only; main() runs as a script.
-    return module
-
-
-HF = _golden_module()
+# make_block_golden.py's torch Llama layer, RoPE and safetensors writer; imported as
+# the module it is (with golden_common.py beside it), which runs nothing.
+sys.path.insert(0, GOLDEN_DIR)
+import make_block_golden as HF  # noqa: E402
 
 
 def write_checkpoint(directory):
