@@ -27,14 +27,16 @@ WORKDIR /src
 # stage's layers cached.
 COPY CMakeLists.txt ./
 COPY proto proto
+COPY common common
 COPY kernels kernels
 COPY server server
 COPY client client
+COPY tools tools
 RUN mkdir -p /ccache && ccache --zero-stats >/dev/null \
  && cmake -S . -B build -G Ninja -DLAYERSERVE_BUILD_TESTS=OFF -DLAYERSERVE_BUILD_BENCH=OFF \
  && cmake --build build -j "$(nproc)" --target layerserve layerserve-cli \
- && install -D -m 0755 build/server/layerserve /out/layerserve \
- && install -D -m 0755 build/client/layerserve-cli /out/layerserve-cli \
+ && install -D -m 0755 build/bin/layerserve /out/layerserve \
+ && install -D -m 0755 build/bin/layerserve-cli /out/layerserve-cli \
  && { ccache --show-stats | grep -E 'Hits|Misses' || true; }
 
 FROM ${BASE_IMAGE}

@@ -5,7 +5,7 @@
 // built-in demo model's shapes (hidden 512, 8 query heads sharing 2 KV heads,
 // 23 MB: they stay in L3). On one
 // thread, and on two: the calling thread plus an idle worker of the server's own
-// Batcher helping through kernels::ParallelFor (server/batcher.h), the path a
+// Batcher helping through kernels::ParallelFor (server/batching/batcher.h), the path a
 // decode batch takes when the other worker has nothing queued.
 //
 // Counter `tok/s` = decode tokens per second. Commands and numbers:
@@ -21,7 +21,7 @@
 #include "bench/llama_shapes.h"
 #include "kernels/block.h"
 #include "kernels/rope.h"
-#include "server/batcher.h"
+#include "server/batching/batcher.h"
 
 namespace layerserve {
 namespace {

@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  // The same allocator tuning as layerserve (server/main.cc), so the comparison
+  // The same allocator tuning as layerserve (server/rpc/main.cc), so the comparison
   // is about the serving path only.
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);

@@ -15,7 +15,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/dtype.h"
+#include "common/dtype.h"
 #include "kernels/kv_cache_attention.h"
 
 namespace layerserve::kernels {

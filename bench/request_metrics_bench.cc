@@ -1,11 +1,11 @@
-// What recording one request's metrics costs the server (server/metrics.h): the
+// What recording one request's metrics costs the server (server/metrics/metrics.h): the
 // calls a computed Normalize makes from its handler to its answer, in order, on
 // one thread. The series exist already (as after the first request), so this is
 // the steady state: label lookups, histogram observations, counter increments.
 #include <benchmark/benchmark.h>
 
 #include "absl/time/time.h"
-#include "server/metrics.h"
+#include "server/metrics/metrics.h"
 
 namespace layerserve {
 namespace {
@@ -24,7 +24,7 @@ void BM_NormalizeRequestMetrics(benchmark::State& state) {
     metrics.Computed("Normalize", absl::Microseconds(1));
     metrics.InputValues("Normalize", input);
     metrics.OutputValues("Normalize", output);
-    metrics.Saturated(kernels::ElementType::kFloat32, 0);
+    metrics.Saturated(ElementType::kFloat32, 0);
     metrics.ZeroVarianceRows(0);
     metrics.RequestFinished("Normalize", grpc::StatusCode::OK, absl::Microseconds(9), 1060);
   }

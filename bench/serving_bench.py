@@ -25,9 +25,9 @@ import sys
 import urllib.request
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
-SERVER = os.path.join(BUILD, "server", "layerserve")
+SERVER = os.path.join(BUILD, "bin", "layerserve")
 ECHO = os.path.join(BUILD, "bench", "layerserve-echo")
-LOADGEN = os.path.join(BUILD, "client", "layerserve-bench")
+LOADGEN = os.path.join(BUILD, "bin", "layerserve-bench")
 
 
 class Process:

@@ -87,7 +87,7 @@ def write_llama768(directory):
 
 
 def start_server(build, *args):
-    proc = subprocess.Popen([os.path.join(build, "server", "layerserve"), "--host=127.0.0.1",
+    proc = subprocess.Popen([os.path.join(build, "bin", "layerserve"), "--host=127.0.0.1",
                              "--port=0", "--metrics-port=-1", *args],
                             stdout=subprocess.PIPE, text=True)
     for line in proc.stdout:

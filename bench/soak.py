@@ -13,7 +13,7 @@ any call is unanswered (no answer within its deadline of --call-timeout seconds,
 none at all), if any call gets a code its kind does not allow, if a good answer is
 wrong, if the server's counts disagree with the client's, if the server does not
 drain and exit 0, or if RSS grows more than --max-rss-growth-mib in the second half.
-Memory must level off: the server keeps freed memory for reuse (server/main.cc,
+Memory must level off: the server keeps freed memory for reuse (server/rpc/main.cc,
 TuneAllocator), so RSS climbs to the peak of buffers in use at once and then only
 moves in rare steps, when more large calls than ever before overlap. A leak grows
 with the call count instead: at ~2000 calls/s, 1 KiB per call is ~70 MiB a minute.
@@ -247,7 +247,7 @@ def main():
     rng = np.random.default_rng(args.seed)
     picker = random.Random(args.seed)
     workload = Workload(pb, rng)
-    server = Server(os.path.join(args.build, "server", "layerserve"))
+    server = Server(os.path.join(args.build, "bin", "layerserve"))
     channels = [grpc.insecure_channel(server.target) for _ in range(8)]
     stubs = [pb_grpc.LayerServiceStub(c) for c in channels]
     tally, canceller = Tally(), Canceller()

@@ -2,7 +2,7 @@
 #include "fuzz/fuzz_check.h"
 #include "fuzz/fuzz_targets.h"
 #include "fuzz/worker.h"
-#include "server/activate.h"
+#include "server/ops/activate.h"
 
 namespace layerserve::fuzz {
 

@@ -1,4 +1,4 @@
-// The batcher's queues (server/batch_queues.h) driven by a byte-coded program of
+// The batcher's queues (server/batching/batch_queues.h) driven by a byte-coded program of
 // schedule / advance-clock / take / flush / hold / release operations and checked,
 // after every operation, against a plain model of what they must hold: every
 // accepted task leaves exactly once, in schedule order within its key, in batches
@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "fuzz/fuzz_check.h"
 #include "fuzz/fuzz_targets.h"
-#include "server/batch_queues.h"
+#include "server/batching/batch_queues.h"
 
 namespace layerserve::fuzz {
 namespace {

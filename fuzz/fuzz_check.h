@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "layerserve/v1/layerserve.pb.h"
-#include "server/tensor_codec.h"
+#include "server/ops/tensor_codec.h"
 
 #define FUZZ_CHECK(condition, message)                                        \
   do {                                                                        \
@@ -44,7 +44,7 @@ inline void CheckRejection(const absl::Status& status) {
 // A response tensor must be well formed: a served dtype (`dtype`), the `shape` the
 // request implies, and exactly the bytes that shape needs.
 inline void CheckOutputTensor(const v1::Tensor& tensor, const std::vector<int64_t>& shape,
-                              kernels::ElementType dtype, const char* field) {
+                              ElementType dtype, const char* field) {
   absl::StatusOr<TensorInfo> info = ValidateTensor(tensor, field, RankRange{1, 8});
   FUZZ_CHECK(info.ok(), info.status().ToString());
   FUZZ_CHECK(info->shape == shape, std::string(field) + ": shape " +

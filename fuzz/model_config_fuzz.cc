@@ -5,7 +5,7 @@
 
 #include "fuzz/fuzz_check.h"
 #include "fuzz/fuzz_targets.h"
-#include "server/model_config.h"
+#include "server/models/model_config.h"
 
 namespace layerserve::fuzz {
 

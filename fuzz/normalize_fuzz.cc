@@ -2,7 +2,7 @@
 #include "fuzz/fuzz_check.h"
 #include "fuzz/fuzz_targets.h"
 #include "fuzz/worker.h"
-#include "server/normalize.h"
+#include "server/ops/normalize.h"
 
 namespace layerserve::fuzz {
 

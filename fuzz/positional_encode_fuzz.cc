@@ -5,7 +5,7 @@
 #include "fuzz/fuzz_check.h"
 #include "fuzz/fuzz_targets.h"
 #include "fuzz/worker.h"
-#include "server/positional_encode.h"
+#include "server/ops/positional_encode.h"
 
 namespace layerserve::fuzz {
 namespace {
@@ -52,7 +52,7 @@ Outcome FuzzPositionalEncode(const uint8_t* data, size_t size) {
   const int64_t elements = JobElements(*job);
   FUZZ_CHECK(elements >= 1, "a job with no values");
   if (elements > kMaxRunElements) return Outcome::kSkipped;
-  const kernels::ElementType output_type =
+  const ElementType output_type =
       std::visit([](const auto& j) { return j.output_type; }, *job);
 
   v1::PositionalEncodeResponse response;

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "fuzz/fuzz_check.h"
 #include "fuzz/fuzz_targets.h"
-#include "server/safetensors.h"
+#include "server/models/safetensors.h"
 
 namespace layerserve::fuzz {
 namespace {

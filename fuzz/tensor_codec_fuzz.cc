@@ -10,20 +10,20 @@
 #include "fuzz/fuzz_targets.h"
 #include "fuzz/worker.h"
 #include "kernels/value_stats.h"
-#include "server/tensor_codec.h"
+#include "server/ops/tensor_codec.h"
 
 namespace layerserve::fuzz {
 namespace {
 
-bool IsNan(kernels::ElementType type, const char* bytes) {
+bool IsNan(ElementType type, const char* bytes) {
   float value = 0;
-  if (type == kernels::ElementType::kFloat32) {
+  if (type == ElementType::kFloat32) {
     std::memcpy(&value, bytes, 4);
   } else {
     uint16_t bits = 0;
     std::memcpy(&bits, bytes, 2);
-    value = type == kernels::ElementType::kBfloat16 ? kernels::Bfloat16ToFloat32(bits)
-                                                    : kernels::Float16ToFloat32(bits);
+    value = type == ElementType::kBfloat16 ? Bfloat16ToFloat32(bits)
+                                                    : Float16ToFloat32(bits);
   }
   return std::isnan(value);
 }
@@ -48,7 +48,7 @@ Outcome FuzzTensorCodec(const uint8_t* data, size_t size) {
   int64_t elements = 1;
   for (int64_t d : info->shape) elements *= d;  // Cannot overflow: validated.
   FUZZ_CHECK(info->elements == elements, "element count");
-  const int64_t element_size = kernels::ElementSize(info->dtype);
+  const int64_t element_size = ElementSize(info->dtype);
   FUZZ_CHECK(static_cast<int64_t>(tensor->data().size()) == elements * element_size,
              "byte count");
   if (elements > kMaxRunElements) return Outcome::kSkipped;
@@ -57,7 +57,7 @@ Outcome FuzzTensorCodec(const uint8_t* data, size_t size) {
   FUZZ_CHECK(decoded.ok(), decoded.status().ToString());
   FUZZ_CHECK(decoded->values.size() == elements, "decoded size");
   // FLOAT32 is read in place: the values must be the wire bytes themselves.
-  FUZZ_CHECK(decoded->values.is_view() == (info->dtype == kernels::ElementType::kFloat32),
+  FUZZ_CHECK(decoded->values.is_view() == (info->dtype == ElementType::kFloat32),
              "FLOAT32 decoded by copy or a 16-bit dtype not converted");
   if (decoded->values.is_view()) {
     FUZZ_CHECK(static_cast<const void*>(decoded->values.data()) ==

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "server/worker_context.h"
+#include "server/ops/worker_context.h"
 
 namespace layerserve::fuzz {
 

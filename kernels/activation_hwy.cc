@@ -123,7 +123,7 @@ struct GeluTanh {
 // (x + t) / 2 is exactly 0 for x < 0 and x for x >= 0, so the last FMA rounds once
 // either way and there is no cancellation of 1 + erf. M(t) = q(t) exp(t^2 / 2) is
 // smooth, 1/2 at 0 and ~1 / (t sqrt(2 pi)) far out; P / Q of degree 3 over 4 fits
-// it (tests/unit/gelu_erfc_fit.py, which also checks this evaluation in float32:
+// it (tests/kernels/gelu_erfc_fit.py, which also checks this evaluation in float32:
 // at most 0.82 of activation_test.cc's (10 + x^2) 2^-24 relative bound, 7 2^-24
 // below |x| = 1). exp is reduced as in OnePlusExp, with a degree-5 polynomial
 // fitted by the same script. The rounding of t^2 / 2 moves the exponent by up to
@@ -170,7 +170,7 @@ struct Gelu {
 
 // tanh(x) = x P(x^2) / Q(x^2), P and Q of degree 4, for |x| <= 9; beyond, tanh is
 // +-1 in float32 (1 - tanh(9) = 3e-8 < 2^-25). The coefficients were fitted for
-// this kernel (tests/unit/tanh_rational_fit.py: reweighted least squares on
+// this kernel (tests/kernels/tanh_rational_fit.py: reweighted least squares on
 // [0, 9], relative error 2.7e-8 in double); in float32 the worst error over a
 // dense sweep is 3.1 eps32. Near 0 the quotient is 1 to the last bit, so tiny and
 // subnormal x come back unchanged, -0 included. The result is clamped to

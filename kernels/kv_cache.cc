@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "kernels/dtype.h"
+#include "common/dtype.h"
 
 namespace layerserve::kernels {
 

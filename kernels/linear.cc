@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/dtype.h"
+#include "common/dtype.h"
 #include "kernels/linear_internal.h"
 #include "kernels/onednn_engine.h"
 

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/dtype.h"
+#include "common/dtype.h"
 #include "kernels/linear_internal.h"
 
 namespace layerserve::kernels::internal {

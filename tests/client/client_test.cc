@@ -3,7 +3,7 @@
 // messages passed through, round robin over a comma list, message size limits,
 // session calls (header sent, session steps never retried), and
 // the pure helpers (ChannelTarget, RetryBackoff).
-#include "client/client.h"
+#include "client/cpp/client.h"
 
 #include <atomic>
 #include <fstream>

@@ -11,7 +11,7 @@
 //       f, np.arange(4, dtype="<f4"), version=(2, 0))
 //   np.save("f4_fortran.npy", np.asfortranarray(np.arange(6, dtype="<f4").reshape(2, 3)))
 //   np.save("f4_big_endian.npy", np.arange(3, dtype=">f4"))'
-#include "client/npy.h"
+#include "client/cpp/npy.h"
 
 #include <cstdint>
 #include <cstring>
@@ -33,7 +33,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-using kernels::ElementType;
 
 std::string DataPath(const std::string& name) {
   return absl::StrCat(LAYERSERVE_SOURCE_DIR, "/tests/client/data/", name);
@@ -163,7 +162,7 @@ TEST_P(NpyRoundTripTest, SerializeThenParseGivesTheSameArray) {
   NpyArray array;
   array.shape = GetParam().shape;
   array.dtype = GetParam().dtype;
-  const int64_t bytes = array.NumElements() * kernels::ElementSize(array.dtype);
+  const int64_t bytes = array.NumElements() * ElementSize(array.dtype);
   for (int64_t i = 0; i < bytes; ++i) array.data.push_back(static_cast<char>(i * 7 + 1));
 
   absl::StatusOr<std::string> file = SerializeNpy(array);

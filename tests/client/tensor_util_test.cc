@@ -1,5 +1,5 @@
 // .npy arrays to wire tensors and back, with exact bits for every dtype pair.
-#include "client/tensor_util.h"
+#include "client/cpp/tensor_util.h"
 
 #include <cmath>
 #include <cstdint>
@@ -19,7 +19,6 @@ using ::layerserve::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-using kernels::ElementType;
 
 template <typename T>
 std::string Bytes(const std::vector<T>& values) {

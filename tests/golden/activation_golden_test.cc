@@ -17,7 +17,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/activation_internal.h"
-#include "kernels/dtype.h"
+#include "common/dtype.h"
 
 namespace layerserve {
 namespace {
@@ -173,10 +173,10 @@ INSTANTIATE_TEST_SUITE_P(Impls, ActivationGoldenTest,
 
 std::vector<float> ThroughBfloat16(const std::vector<float>& v) {
   std::vector<uint16_t> wire(v.size());
-  kernels::ConvertFromFloat32(kernels::ElementType::kBfloat16, v.data(), v.size(),
+  ConvertFromFloat32(ElementType::kBfloat16, v.data(), v.size(),
                               wire.data());
   std::vector<float> back(v.size());
-  kernels::ConvertToFloat32(kernels::ElementType::kBfloat16, wire.data(), v.size(),
+  ConvertToFloat32(ElementType::kBfloat16, wire.data(), v.size(),
                             back.data());
   return back;
 }

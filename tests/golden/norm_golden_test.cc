@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dtype.h"
+#include "common/dtype.h"
 #include "kernels/norm.h"
 #include "kernels/norm_internal.h"
 #include "tests/golden/golden_json.h"
@@ -155,10 +155,10 @@ INSTANTIATE_TEST_SUITE_P(Impls, NormGoldenTest,
 
 std::vector<float> ThroughBfloat16(const std::vector<float>& v) {
   std::vector<uint16_t> wire(v.size());
-  kernels::ConvertFromFloat32(kernels::ElementType::kBfloat16, v.data(), v.size(),
+  ConvertFromFloat32(ElementType::kBfloat16, v.data(), v.size(),
                               wire.data());
   std::vector<float> back(v.size());
-  kernels::ConvertToFloat32(kernels::ElementType::kBfloat16, wire.data(), v.size(),
+  ConvertToFloat32(ElementType::kBfloat16, wire.data(), v.size(),
                             back.data());
   return back;
 }

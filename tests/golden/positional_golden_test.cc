@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dtype.h"
+#include "common/dtype.h"
 #include "kernels/positional.h"
 
 namespace layerserve::kernels {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dtype.h"
+#include "common/dtype.h"
 #include "kernels/rope.h"
 
 namespace layerserve {
@@ -168,10 +168,10 @@ INSTANTIATE_TEST_SUITE_P(Impls, RopeGoldenRotationTest, ::testing::Values(false,
 
 std::vector<float> ThroughBfloat16(const std::vector<float>& v) {
   std::vector<uint16_t> wire(v.size());
-  kernels::ConvertFromFloat32(kernels::ElementType::kBfloat16, v.data(), v.size(),
+  ConvertFromFloat32(ElementType::kBfloat16, v.data(), v.size(),
                               wire.data());
   std::vector<float> back(v.size());
-  kernels::ConvertToFloat32(kernels::ElementType::kBfloat16, wire.data(), v.size(),
+  ConvertToFloat32(ElementType::kBfloat16, wire.data(), v.size(),
                             back.data());
   return back;
 }

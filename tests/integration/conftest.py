@@ -17,8 +17,8 @@ import pytest
 
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
 
-SERVER = os.environ.get("LAYERSERVE_SERVER", "build/server/layerserve")
-CLI = os.environ.get("LAYERSERVE_CLI", "build/client/layerserve-cli")
+SERVER = os.environ.get("LAYERSERVE_SERVER", "build/bin/layerserve")
+CLI = os.environ.get("LAYERSERVE_CLI", "build/bin/layerserve-cli")
 SOURCE_DIR = os.environ.get("LAYERSERVE_SOURCE_DIR", ".")
 
 _GRPC_LINE = re.compile(r"gRPC listening on (\S+)")

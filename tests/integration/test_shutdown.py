@@ -59,7 +59,7 @@ def test_signal_during_calls_finishes_accepted_calls_and_exits_zero(sig, tmp_pat
                if code == 2 and ("UNAVAILABLE" in err or "CANCELLED" in err)]
     # Every call is answered: OK, or refused. A refused call is UNAVAILABLE, or
     # CANCELLED when its upload was still running as the server closed (after the
-    # drain's quiet period; see kDrainQuietPeriod in server/main.cc). None is lost.
+    # drain's quiet period; see kDrainQuietPeriod in server/rpc/main.cc). None is lost.
     assert len(ok) + len(refused) == CALLS, results
     # Calls accepted before the signal all finish, with the right numbers.
     assert len(ok) >= accepted, (len(ok), accepted, server.output())

@@ -6,8 +6,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/dtype.h"
-#include "server/activate.h"
+#include "common/dtype.h"
+#include "server/ops/activate.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/wire_tensors.h"
 
@@ -56,7 +56,7 @@ TEST(ActivateRequestTest, ValidRequestsParse) {
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->form, ActivateJob::Form::kElementwise);
   EXPECT_EQ(job->activation, kernels::Activation::kSilu);
-  EXPECT_EQ(job->output_type, kernels::ElementType::kFloat32);
+  EXPECT_EQ(job->output_type, ElementType::kFloat32);
   EXPECT_THAT(job->output_shape, ElementsAre(2, 4));
 
   const v1::ActivateRequest gated = ValidGatedRequest();
@@ -255,7 +255,7 @@ TEST(ActivateRequestTest, OutputDtypeAndSaturation) {
   EXPECT_EQ(response.output().dtype(), v1::FLOAT16);
   ASSERT_EQ(response.output().data().size(), 6u);
   std::vector<float> y(3);
-  kernels::ConvertToFloat32(kernels::ElementType::kFloat16, response.output().data().data(),
+  ConvertToFloat32(ElementType::kFloat16, response.output().data().data(),
                             3, y.data());
   EXPECT_THAT(y, ElementsAre(1.5f, INFINITY, 0.0f));
 
@@ -264,12 +264,12 @@ TEST(ActivateRequestTest, OutputDtypeAndSaturation) {
   bf16.set_activation(v1::TANH);
   bf16.mutable_input()->add_shape(2);
   bf16.mutable_input()->set_dtype(v1::BFLOAT16);
-  const uint16_t bits[] = {kernels::Float32ToBfloat16(0.5f),
-                           kernels::Float32ToBfloat16(-1.0f)};
+  const uint16_t bits[] = {Float32ToBfloat16(0.5f),
+                           Float32ToBfloat16(-1.0f)};
   bf16.mutable_input()->set_data(std::string(reinterpret_cast<const char*>(bits), 4));
   response = ParseAndRun(bf16);
   EXPECT_EQ(response.output().dtype(), v1::BFLOAT16);
-  kernels::ConvertToFloat32(kernels::ElementType::kBfloat16, response.output().data().data(),
+  ConvertToFloat32(ElementType::kBfloat16, response.output().data().data(),
                             2, y.data());
   EXPECT_THAT(std::vector<float>(y.begin(), y.begin() + 2),
               ElementsAre(FloatNear(std::tanh(0.5f), 2e-3f), FloatNear(std::tanh(-1.0f), 4e-3f)));

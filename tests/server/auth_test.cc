@@ -1,7 +1,7 @@
 // TokenAuthenticator: how a token file is read and which authorization values a
 // call may carry. The wire (metadata, health exemption on a real server, refusals
 // before the service) is tested end to end in tests/integration/test_security.py.
-#include "server/auth.h"
+#include "server/security/auth.h"
 
 #include <string>
 #include <vector>

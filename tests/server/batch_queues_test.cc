@@ -1,10 +1,10 @@
 // BatchQueues with a fake clock: time is a value the test moves, nothing sleeps.
-#include "server/batch_queues.h"
+#include "server/batching/batch_queues.h"
 
 #include <random>
 
 #include "gtest/gtest.h"
-#include "server/batch_gathering.h"
+#include "server/ops/batch_gathering.h"
 #include "tests/testing/status_matchers.h"
 
 namespace layerserve {

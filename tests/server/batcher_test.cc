@@ -4,7 +4,7 @@
 // batch shares a loop with idle workers, every index runs once, and the batch's key
 // is held meanwhile. Real threads; the waits are on latches the test opens, never
 // on time, except the bounded polls for "a worker has taken it".
-#include "server/batcher.h"
+#include "server/batching/batcher.h"
 
 #include <atomic>
 #include <functional>

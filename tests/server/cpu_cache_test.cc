@@ -1,6 +1,6 @@
 // The last-level cache size that decides whether decode batches gather
-// (server/service.cc): sysfs size strings, and the machine's own value.
-#include "server/cpu_cache.h"
+// (server/rpc/service.cc): sysfs size strings, and the machine's own value.
+#include "server/batching/cpu_cache.h"
 
 #include <fstream>
 #include <string>

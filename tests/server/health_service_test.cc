@@ -1,6 +1,6 @@
 // grpc.health.v1 as served by HealthService, through a real loopback channel:
 // Check, Watch updates, and Shutdown() ending the Watch streams.
-#include "server/health_service.h"
+#include "server/rpc/health_service.h"
 
 #include <grpcpp/grpcpp.h>
 

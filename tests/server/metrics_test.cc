@@ -1,7 +1,7 @@
-// The series Metrics exports before any request (server/metrics.h): request
+// The series Metrics exports before any request (server/metrics/metrics.h): request
 // counters by method and code and non-finite counters by method, where and kind,
 // all at 0, and requests counted into those same series afterwards.
-#include "server/metrics.h"
+#include "server/metrics/metrics.h"
 
 #include <map>
 #include <set>

@@ -1,5 +1,5 @@
 // config.json of every served model_type into ModelConfig, and the errors.
-#include "server/model_config.h"
+#include "server/models/model_config.h"
 
 #include <cmath>
 

@@ -5,7 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/normalize.h"
+#include "server/ops/normalize.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/wire_tensors.h"
 
@@ -31,7 +31,7 @@ TEST(NormalizeRequestTest, ValidRequestParsesWithDefaults) {
   absl::StatusOr<NormalizeJob> job = ParseNormalizeRequest(request);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->epsilon, 1e-5f);
-  EXPECT_EQ(job->output_type, kernels::ElementType::kFloat32);
+  EXPECT_EQ(job->output_type, ElementType::kFloat32);
 
   v1::NormalizeRequest rms = ValidRequest();
   rms.set_kind(v1::RMS_NORM);

@@ -1,7 +1,7 @@
 // Validation rules of PositionalEncode requests -- one test per error, asserting the
 // exact status code and the message naming the field and the numbers -- and the
 // request -> kernel -> response path of every method (rope only as far as the
-// dispatch: server/rope.h's tests own it).
+// dispatch: server/ops/positional_encode_rope.h's tests own it).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -10,8 +10,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/dtype.h"
-#include "server/positional_encode.h"
+#include "common/dtype.h"
+#include "server/ops/positional_encode.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/wire_tensors.h"
 
@@ -83,7 +83,7 @@ TEST(SinusoidalRequestTest, TableDefaults) {
   EXPECT_FALSE(s.has_input);
   EXPECT_EQ(s.base, 10000.0f);
   EXPECT_EQ(s.layout, kernels::SinusoidalLayout::kInterleaved);
-  EXPECT_EQ(s.output_type, kernels::ElementType::kFloat32);
+  EXPECT_EQ(s.output_type, ElementType::kFloat32);
   EXPECT_THAT(s.shape, ElementsAre(3, 4));
   EXPECT_THAT(s.positions, ElementsAre(0, 1, 2));
 }
@@ -420,7 +420,7 @@ TEST(T5BiasRequestTest, Defaults) {
   EXPECT_EQ(t.shape.num_buckets, 32);
   EXPECT_EQ(t.shape.heads, 4);
   EXPECT_EQ(t.shape.max_distance, 128);
-  EXPECT_EQ(t.output_type, kernels::ElementType::kFloat32);
+  EXPECT_EQ(t.output_type, ElementType::kFloat32);
 }
 
 TEST(T5BiasRequestTest, RejectsMissingOrMisshapenTable) {
@@ -503,8 +503,8 @@ TEST(T5BiasRequestTest, RunsWithTheTablesDtype) {
   *r.mutable_t5_bias()->mutable_table() = MakeTensor({2, 1}, {10, 30});
   r.mutable_t5_bias()->mutable_table()->set_dtype(v1::BFLOAT16);
   r.mutable_t5_bias()->mutable_table()->mutable_data()->resize(4);
-  const uint16_t bits[2] = {kernels::Float32ToBfloat16(10),
-                            kernels::Float32ToBfloat16(30)};
+  const uint16_t bits[2] = {Float32ToBfloat16(10),
+                            Float32ToBfloat16(30)};
   std::memcpy(r.mutable_t5_bias()->mutable_table()->mutable_data()->data(), bits, 4);
   r.mutable_t5_bias()->set_max_distance(2);
   r.mutable_t5_bias()->set_query_length(2);
@@ -516,7 +516,7 @@ TEST(T5BiasRequestTest, RunsWithTheTablesDtype) {
 }
 
 // ---------------------------------------------------------------------------
-// Rope: only the dispatch (server/rope.h owns the rest).
+// Rope: only the dispatch (server/ops/positional_encode_rope.h owns the rest).
 // ---------------------------------------------------------------------------
 
 TEST(RopeDispatchTest, ParsesIntoARopeJobAndPassesItsErrorsThrough) {

@@ -1,4 +1,4 @@
-#include "server/positions.h"
+#include "server/ops/positions.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -10,8 +10,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/dtype.h"
-#include "server/rope.h"
+#include "common/dtype.h"
+#include "server/ops/positional_encode_rope.h"
 #include "tests/golden/rope_golden.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/wire_tensors.h"
@@ -22,7 +22,6 @@ namespace {
 using ::layerserve::testing::MakeTensor;
 using ::layerserve::testing::TensorValues;
 
-using kernels::ElementType;
 using ::layerserve::testing::StatusIs;
 using ::testing::HasSubstr;
 

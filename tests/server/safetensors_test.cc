@@ -1,6 +1,6 @@
 // SafetensorsFile on files written here byte by byte: valid views, and a clear
 // INVALID_ARGUMENT naming the file and the tensor for every kind of corruption.
-#include "server/safetensors.h"
+#include "server/models/safetensors.h"
 
 #include <unistd.h>
 
@@ -65,14 +65,14 @@ TEST_F(SafetensorsTest, OpensValidFileWithEveryDtype) {
   EXPECT_EQ((*file)->tensors().size(), 4u);
   const SafetensorsTensor* w = (*file)->Find("w");
   ASSERT_NE(w, nullptr);
-  EXPECT_EQ(w->dtype, kernels::ElementType::kFloat32);
+  EXPECT_EQ(w->dtype, ElementType::kFloat32);
   EXPECT_THAT(w->shape, ElementsAre(2, 3));
   EXPECT_EQ(w->elements(), 6);
   float values[6];
   std::memcpy(values, w->data, sizeof(values));
   EXPECT_THAT(values, ElementsAre(1, 2, 3, 4, 5, 6));
-  EXPECT_EQ((*file)->Find("b")->dtype, kernels::ElementType::kBfloat16);
-  EXPECT_EQ((*file)->Find("h")->dtype, kernels::ElementType::kFloat16);
+  EXPECT_EQ((*file)->Find("b")->dtype, ElementType::kBfloat16);
+  EXPECT_EQ((*file)->Find("h")->dtype, ElementType::kFloat16);
   EXPECT_FALSE((*file)->Find("ids")->dtype.has_value());
   EXPECT_EQ((*file)->Find("ids")->dtype_name, "I64");
   EXPECT_EQ((*file)->Find("missing"), nullptr);

@@ -2,7 +2,7 @@
 // loopback port, called through a real channel: Normalize against the PyTorch golden
 // cases in FLOAT32 and BFLOAT16, errors with their exact codes, draining, and
 // concurrent callers.
-#include "server/service.h"
+#include "server/rpc/service.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -14,7 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/dtype.h"
+#include "common/dtype.h"
 #include "tests/testing/wire_tensors.h"
 #include "kernels/norm.h"
 #include "tests/golden/golden_json.h"
@@ -72,7 +72,7 @@ class ServiceTest : public ::testing::Test {
     return stub_->Normalize(&context, request, response);
   }
 
-  v1::NormalizeRequest GoldenRequest(const NormGoldenCase& c, kernels::ElementType type) {
+  v1::NormalizeRequest GoldenRequest(const NormGoldenCase& c, ElementType type) {
     v1::NormalizeRequest request;
     request.set_kind(c.kind == "layer_norm" ? v1::LAYER_NORM : v1::RMS_NORM);
     request.set_epsilon(c.epsilon);
@@ -87,7 +87,7 @@ class ServiceTest : public ::testing::Test {
     return request;
   }
 
-  void CheckGolden(kernels::ElementType type, float tolerance) {
+  void CheckGolden(ElementType type, float tolerance) {
     const std::vector<NormGoldenCase> cases =
         golden::LoadNormGolden(LAYERSERVE_SOURCE_DIR "/tests/golden/norm_golden.json");
     ASSERT_FALSE(cases.empty());
@@ -117,18 +117,18 @@ class ServiceTest : public ::testing::Test {
 // 1e-5 relative; a bfloat16 output carries 8 significant bits (relative rounding
 // error up to 2^-9), well inside 2e-2.
 TEST_F(ServiceTest, NormalizeMatchesPyTorchInFloat32) {
-  CheckGolden(kernels::ElementType::kFloat32, golden::kFloat32Tolerance);
+  CheckGolden(ElementType::kFloat32, golden::kFloat32Tolerance);
 }
 
 TEST_F(ServiceTest, NormalizeMatchesPyTorchInBfloat16) {
-  CheckGolden(kernels::ElementType::kBfloat16, golden::kBfloat16Tolerance);
+  CheckGolden(ElementType::kBfloat16, golden::kBfloat16Tolerance);
 }
 
 TEST_F(ServiceTest, InvalidRequestGetsInvalidArgumentNamingTheField) {
   v1::NormalizeRequest request;
   request.set_kind(v1::RMS_NORM);
   *request.mutable_input() = MakeTensor({3, 5}, std::vector<float>(15, 1.0f),
-                                        kernels::ElementType::kFloat32);
+                                        ElementType::kFloat32);
   request.mutable_input()->mutable_data()->resize(56);
   v1::NormalizeResponse response;
   const grpc::Status status = Normalize(request, &response);
@@ -206,7 +206,7 @@ TEST_F(ServiceTest, BlockForwardBatchWithPaddingMatchesSequenceAlone) {
   both.insert(both.end(), b.begin(), b.end());
   v1::BlockForwardRequest batched;
   batched.set_num_layers(2);
-  *batched.mutable_hidden_states() = MakeTensor({2, 5, 512}, both, kernels::ElementType::kFloat32);
+  *batched.mutable_hidden_states() = MakeTensor({2, 5, 512}, both, ElementType::kFloat32);
   batched.add_sequence_lengths(3);
   batched.add_sequence_lengths(5);
   batched.set_want_attention_stats(true);
@@ -219,7 +219,7 @@ TEST_F(ServiceTest, BlockForwardBatchWithPaddingMatchesSequenceAlone) {
   v1::BlockForwardRequest alone;
   alone.set_num_layers(2);
   *alone.mutable_hidden_states() = MakeTensor(
-      {3, 512}, std::vector<float>(a.begin(), a.begin() + 3 * 512), kernels::ElementType::kFloat32);
+      {3, 512}, std::vector<float>(a.begin(), a.begin() + 3 * 512), ElementType::kFloat32);
   v1::BlockForwardResponse alone_out;
   ASSERT_TRUE(CallBlockForward(*stub_, alone, &alone_out).ok());
 
@@ -233,7 +233,7 @@ TEST_F(ServiceTest, BlockForwardBatchWithPaddingMatchesSequenceAlone) {
 
 TEST_F(ServiceTest, BlockForwardErrorsNameTheField) {
   v1::BlockForwardRequest good;
-  *good.mutable_hidden_states() = MakeTensor({2, 512}, Hidden(2, 0), kernels::ElementType::kFloat32);
+  *good.mutable_hidden_states() = MakeTensor({2, 512}, Hidden(2, 0), ElementType::kFloat32);
   v1::BlockForwardResponse response;
   ASSERT_TRUE(CallBlockForward(*stub_, good, &response).ok());
   EXPECT_EQ(response.hidden_states().dtype(), v1::FLOAT32);
@@ -250,7 +250,7 @@ TEST_F(ServiceTest, BlockForwardErrorsNameTheField) {
        "num_layers: layers 3..4 run past"},
       {[](auto& r) { r.set_layer_start(-1); }, grpc::StatusCode::INVALID_ARGUMENT, "layer_start: -1"},
       {[](auto& r) { r.clear_hidden_states(); }, grpc::StatusCode::INVALID_ARGUMENT, "hidden_states: required"},
-      {[](auto& r) { *r.mutable_hidden_states() = MakeTensor({2, 7}, std::vector<float>(14), kernels::ElementType::kFloat32); },
+      {[](auto& r) { *r.mutable_hidden_states() = MakeTensor({2, 7}, std::vector<float>(14), ElementType::kFloat32); },
        grpc::StatusCode::INVALID_ARGUMENT, "hidden_states.shape: last dimension 7 of [2,7] must equal"},
       {[](auto& r) { r.add_sequence_lengths(3); }, grpc::StatusCode::INVALID_ARGUMENT,
        "sequence_lengths[0]: 3 must be in [1, T = 2]"},
@@ -272,7 +272,7 @@ TEST_F(ServiceTest, DrainingAnswersUnavailable) {
   service_->StartDraining();
   v1::NormalizeRequest request;
   request.set_kind(v1::LAYER_NORM);
-  *request.mutable_input() = MakeTensor({4}, {1, 2, 3, 4}, kernels::ElementType::kFloat32);
+  *request.mutable_input() = MakeTensor({4}, {1, 2, 3, 4}, ElementType::kFloat32);
   v1::NormalizeResponse response;
   const grpc::Status status = Normalize(request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
@@ -295,7 +295,7 @@ TEST_F(ServiceTest, ConcurrentCallersEachGetTheirOwnResult) {
         v1::NormalizeRequest request;
         request.set_kind(i % 2 ? v1::RMS_NORM : v1::LAYER_NORM);
         *request.mutable_input() =
-            MakeTensor({rows, dim}, x, kernels::ElementType::kFloat32);
+            MakeTensor({rows, dim}, x, ElementType::kFloat32);
         v1::NormalizeResponse response;
         if (!Normalize(request, &response).ok()) {
           ++failures;

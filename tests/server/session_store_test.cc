@@ -1,6 +1,6 @@
 // SessionStore with a fake clock: leases, expiry, LRU eviction under the byte cap,
 // closing, and the NOT_FOUND messages that tell a client what happened.
-#include "server/session_store.h"
+#include "server/sessions/session_store.h"
 
 #include <vector>
 

@@ -1,5 +1,5 @@
 // Every rule of ValidateTensor/DecodeTensor, with the exact code and the field named.
-#include "server/tensor_codec.h"
+#include "server/ops/tensor_codec.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -111,7 +111,7 @@ TEST(TensorCodecTest, DecodesAndEncodesBfloat16) {
   EXPECT_THAT(decoded->values, ::testing::ElementsAre(1.0f, -2.0f, 0.5f));
 
   v1::Tensor out;
-  EXPECT_EQ(EncodeTensor({3}, decoded->values.data(), 3, kernels::ElementType::kBfloat16,
+  EXPECT_EQ(EncodeTensor({3}, decoded->values.data(), 3, ElementType::kBfloat16,
                          &out),
             0);
   EXPECT_EQ(out.dtype(), v1::BFLOAT16);
@@ -187,15 +187,15 @@ TEST(TensorCodecTest, Float32DecodeViewsTheWireBytes) {
 }
 
 TEST(TensorCodecTest, SixteenBitDecodeOwnsConvertedValues) {
-  for (kernels::ElementType type :
-       {kernels::ElementType::kBfloat16, kernels::ElementType::kFloat16}) {
+  for (ElementType type :
+       {ElementType::kBfloat16, ElementType::kFloat16}) {
     for (int64_t n : kSizes) {
       SCOPED_TRACE(::testing::Message() << static_cast<int>(type) << " n=" << n);
       const std::vector<float> values = MixedValues(n);
       v1::Tensor t;
       EncodeTensor({n}, values.data(), n, type, &t);
       std::vector<float> converted(n);
-      kernels::ConvertToFloat32(type, t.data().data(), n, converted.data());
+      ConvertToFloat32(type, t.data().data(), n, converted.data());
 
       absl::StatusOr<DecodedTensor> decoded = DecodeTensor(t, "input", {1, 8});
       ASSERT_TRUE(decoded.ok()) << decoded.status();
@@ -211,10 +211,10 @@ TEST(TensorCodecTest, SixteenBitDecodeOwnsConvertedValues) {
 
 TEST(TensorCodecTest, MovedDecodedTensorReadsTheSameValues) {
   // FLOAT32 in the string object and on the heap (views), BFLOAT16 (owned).
-  for (auto [type, n] : {std::pair{kernels::ElementType::kFloat32, int64_t{3}},
-                         {kernels::ElementType::kFloat32, int64_t{64}},
-                         {kernels::ElementType::kBfloat16, int64_t{3}},
-                         {kernels::ElementType::kBfloat16, int64_t{64}}}) {
+  for (auto [type, n] : {std::pair{ElementType::kFloat32, int64_t{3}},
+                         {ElementType::kFloat32, int64_t{64}},
+                         {ElementType::kBfloat16, int64_t{3}},
+                         {ElementType::kBfloat16, int64_t{64}}}) {
     SCOPED_TRACE(::testing::Message() << static_cast<int>(type) << " n=" << n);
     const std::vector<float> values = MixedValues(n);
     v1::Tensor t;
@@ -251,7 +251,7 @@ TEST(TensorCodecTest, MisalignedFloat32BytesAreCopied) {
     ASSERT_NE(reinterpret_cast<std::uintptr_t>(data.data()) % alignof(float), 0u);
     TensorInfo info;
     info.shape = {n};
-    info.dtype = kernels::ElementType::kFloat32;
+    info.dtype = ElementType::kFloat32;
     info.elements = n;
 
     const DecodedTensor decoded = DecodeTensorData(info, data);
@@ -266,7 +266,7 @@ TEST(TensorCodecTest, EncodingCountsSaturatedValues) {
   const float values[] = {1.0f, 1e6f, -1e6f, std::numeric_limits<float>::infinity()};
   v1::Tensor out;
   // 1e6 is beyond float16's 65504; an input that is already Inf is not saturation.
-  EXPECT_EQ(EncodeTensor({4}, values, 4, kernels::ElementType::kFloat16, &out), 2);
+  EXPECT_EQ(EncodeTensor({4}, values, 4, ElementType::kFloat16, &out), 2);
   EXPECT_EQ(out.data().size(), 8u);
 }
 
@@ -293,8 +293,8 @@ TEST(TensorCodecTest, ResizeUninitializedKeepsThePrefixAndSetsTheSize) {
 TEST(TensorCodecTest, OutputsOverwriteWhateverTheTensorHeld) {
   const std::vector<float> values = {1.5f, -2.0f, 0.25f, 3.0f, -0.5f, 7.0f, 8.0f};
   const int64_t n = static_cast<int64_t>(values.size());
-  for (auto type : {kernels::ElementType::kFloat32, kernels::ElementType::kBfloat16,
-                    kernels::ElementType::kFloat16}) {
+  for (auto type : {ElementType::kFloat32, ElementType::kBfloat16,
+                    ElementType::kFloat16}) {
     SCOPED_TRACE(static_cast<int>(type));
     v1::Tensor filled;
     filled.set_data(std::string(4096, 'A'));
@@ -304,7 +304,7 @@ TEST(TensorCodecTest, OutputsOverwriteWhateverTheTensorHeld) {
     encoded.set_data(std::string(4096, 'A'));
     EncodeTensor({n}, values.data(), n, type, &encoded);
     for (const v1::Tensor* t : {&filled, &encoded}) {
-      ASSERT_EQ(t->data().size(), n * kernels::ElementSize(type));
+      ASSERT_EQ(t->data().size(), n * ElementSize(type));
       auto decoded = DecodeTensor(*t, "t", RankRange{1, 1});
       ASSERT_TRUE(decoded.ok()) << decoded.status();
       EXPECT_EQ(std::vector<float>(decoded->values.data(), decoded->values.data() + n),
@@ -315,13 +315,13 @@ TEST(TensorCodecTest, OutputsOverwriteWhateverTheTensorHeld) {
 
 TEST(TensorCodecTest, OutputTypeDefaultsToInput) {
   EXPECT_EQ(*ResolveOutputType(v1::DATA_TYPE_UNSPECIFIED,
-                               kernels::ElementType::kBfloat16, "output_dtype"),
-            kernels::ElementType::kBfloat16);
-  EXPECT_EQ(*ResolveOutputType(v1::FLOAT32, kernels::ElementType::kBfloat16,
+                               ElementType::kBfloat16, "output_dtype"),
+            ElementType::kBfloat16);
+  EXPECT_EQ(*ResolveOutputType(v1::FLOAT32, ElementType::kBfloat16,
                                "output_dtype"),
-            kernels::ElementType::kFloat32);
+            ElementType::kFloat32);
   EXPECT_THAT(ResolveOutputType(static_cast<v1::DataType>(9),
-                                kernels::ElementType::kFloat32, "output_dtype"),
+                                ElementType::kFloat32, "output_dtype"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("output_dtype: unknown dtype 9")));
 }

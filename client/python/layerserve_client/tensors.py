@@ -2,7 +2,7 @@
 
 The wire is always little-endian and row-major (layerserve.proto). numpy has no
 bfloat16, so BFLOAT16 travels as uint16 bit patterns made here: float32 rounded to
-nearest even, NaN kept a (quiet) NaN, exactly as the server's kernels/dtype.cc and
+nearest even, NaN kept a (quiet) NaN, exactly as the server's common/dtype.cc and
 torch.bfloat16 do. Every decoded tensor comes back as a float32 array.
 Pure functions; safe from any thread.
 """

@@ -58,7 +58,7 @@ def test_bfloat16_pack_keeps_nan_a_nan():
     ours = lc.float32_to_bfloat16_bits(values)
     assert np.all(np.isnan(lc.bfloat16_bits_to_float32(ours)))
     assert np.all(np.isnan(torch.from_numpy(values).to(torch.bfloat16).float().numpy()))
-    # Sign and top payload bits kept, quiet bit set (as the server's kernels/dtype.cc).
+    # Sign and top payload bits kept, quiet bit set (as the server's common/dtype.cc).
     want = [(b >> 16) | 0x0040 for b in NAN_BITS]
     assert ours.tolist() == want
 

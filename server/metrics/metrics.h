@@ -1,0 +1,144 @@
+// Prometheus metrics of the server (prefix layerserve_, names as in DESIGN.md),
+// registered once at start-up. Thread-safe: record from any thread.
+//
+// The series whose label sets are known in advance exist at 0 from construction:
+// requests_total for every LayerService method (method="Normalize", the proto's
+// name) and every code its handlers answer, nonfinite_values_total for every
+// method whose request holds a tensor, saturated_values_total and
+// session_tokens_total. Histograms appear with their first observation.
+#ifndef LAYERSERVE_SERVER_METRICS_METRICS_H_
+#define LAYERSERVE_SERVER_METRICS_METRICS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <grpcpp/support/status.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/dtype.h"
+#include "kernels/value_stats.h"
+
+namespace layerserve {
+
+class Metrics {
+ public:
+  Metrics();
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+  // An RPC was accepted by a handler (counts toward inflight_requests).
+  void RequestStarted(absl::string_view method, int64_t request_bytes);
+  // The RPC accepted by RequestStarted() was finished with `code` after `elapsed`.
+  void RequestFinished(absl::string_view method, grpc::StatusCode code,
+                       absl::Duration elapsed, int64_t response_bytes);
+
+  // Batcher: tasks waiting; a batch of `size` requests and `rows` rows taken.
+  void SetQueueDepth(int64_t depth);
+  void BatchTaken(absl::string_view method, int64_t size, int64_t rows);
+  // One request's time in the queue, and the compute time of the kernel call(s)
+  // that produced it (for a batch: the whole batch's).
+  void Queued(absl::string_view method, absl::Duration waited);
+  void Computed(absl::string_view method, absl::Duration took);
+
+  // Numeric health.
+  void InputValues(absl::string_view method, const kernels::ValueStats& stats);
+  void OutputValues(absl::string_view method, const kernels::ValueStats& stats);
+  void Saturated(ElementType dtype, int64_t count);
+  void ZeroVarianceRows(int64_t count);
+  void AttentionEntropy(absl::string_view model, double nats);
+
+  // KV-cache sessions.
+  void Sessions(int64_t active, int64_t cache_bytes);
+  void SessionExpired();
+  void SessionEvicted();
+  // Tokens a session call added: prefill (a call of several tokens) or decode (one).
+  void SessionTokens(int64_t tokens);
+  void DecodeStep(absl::Duration took);
+
+ private:
+  // One labelled series, found in its family on first use and remembered: a
+  // family's Add() hashes the labels, builds a label map and takes a lock, about
+  // 3 µs over the series one request touches (bench/request_metrics_bench.cc).
+  // Add() returns the same series for the same labels, so racing first uses agree.
+  template <typename T>
+  class Remembered {
+   public:
+    template <typename Add>
+    T& Get(Add add) {
+      T* series = series_.load(std::memory_order_acquire);
+      if (series == nullptr) {
+        series = &add();
+        series_.store(series, std::memory_order_release);
+      }
+      return *series;
+    }
+
+   private:
+    std::atomic<T*> series_{nullptr};
+  };
+
+  // The series of one method label that every computed request touches.
+  struct MethodSeries {
+    Remembered<prometheus::Counter> requests_ok;
+    Remembered<prometheus::Histogram> request_duration;
+    Remembered<prometheus::Histogram> queue_duration;
+    Remembered<prometheus::Histogram> compute_duration;
+    Remembered<prometheus::Histogram> batch_size;
+    Remembered<prometheus::Histogram> batch_rows;
+    Remembered<prometheus::Counter> request_bytes;
+    Remembered<prometheus::Counter> response_bytes;
+    Remembered<prometheus::Histogram> output_abs_max;
+    Remembered<prometheus::Histogram> output_rms;
+  };
+  MethodSeries& Series(absl::string_view method);
+
+  void NonFinite(absl::string_view method, const char* where,
+                 const kernels::ValueStats& stats);
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& requests_total_;
+  prometheus::Family<prometheus::Histogram>& request_duration_;
+  prometheus::Family<prometheus::Histogram>& queue_duration_;
+  prometheus::Family<prometheus::Histogram>& compute_duration_;
+  prometheus::Family<prometheus::Histogram>& batch_size_;
+  prometheus::Family<prometheus::Histogram>& batch_rows_;
+  prometheus::Family<prometheus::Counter>& request_bytes_;
+  prometheus::Family<prometheus::Counter>& response_bytes_;
+  prometheus::Family<prometheus::Counter>& nonfinite_;
+  prometheus::Family<prometheus::Histogram>& output_abs_max_;
+  prometheus::Family<prometheus::Histogram>& output_rms_;
+  prometheus::Family<prometheus::Counter>& saturated_;
+  prometheus::Family<prometheus::Histogram>& attention_entropy_;
+  prometheus::Counter& zero_variance_rows_;
+  prometheus::Gauge& active_sessions_;
+  prometheus::Gauge& kv_cache_bytes_;
+  prometheus::Counter& session_expiries_;
+  prometheus::Counter& session_evictions_;
+  prometheus::Family<prometheus::Counter>& session_tokens_;
+  prometheus::Histogram& decode_step_duration_;
+  prometheus::Gauge& inflight_;
+  prometheus::Gauge& queue_depth_;
+
+  absl::Mutex methods_mu_;
+  // Node-based: a MethodSeries never moves once handed out.
+  absl::flat_hash_map<std::string, std::unique_ptr<MethodSeries>> methods_
+      ABSL_GUARDED_BY(methods_mu_);
+};
+
+// Name of a gRPC status code as in the gRPC docs: "OK", "INVALID_ARGUMENT"...
+std::string StatusCodeName(grpc::StatusCode code);
+
+}  // namespace layerserve
+
+#endif  // LAYERSERVE_SERVER_METRICS_METRICS_H_

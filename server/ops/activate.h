@@ -1,0 +1,42 @@
+// The Activate RPC apart from transport: request validation (every error names its
+// field) and execution on a kernel context. Stateless; safe from any thread.
+#ifndef LAYERSERVE_SERVER_OPS_ACTIVATE_H_
+#define LAYERSERVE_SERVER_OPS_ACTIVATE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/activation.h"
+#include "layerserve/v1/layerserve.pb.h"
+#include "server/ops/tensor_codec.h"
+
+namespace layerserve {
+
+// An Activate request that passed validation, its tensors already float32. FLOAT32
+// tensors view the request's bytes: the request must outlive the job.
+struct ActivateJob {
+  // The element-wise activation, or the one applied to the gate (SWIGLU: kSilu).
+  kernels::Activation activation = kernels::Activation::kRelu;
+  enum class Form { kElementwise, kGatedTwoTensors, kGatedPacked };
+  Form form = Form::kElementwise;
+  // Element-wise: x. Gated with a gate tensor: up. Packed: [..., 2F], gate first.
+  DecodedTensor input;
+  Float32Values gate;  // kGatedTwoTensors only, input's shape.
+  std::vector<int64_t> output_shape;
+  ElementType output_type = ElementType::kFloat32;
+};
+
+// INVALID_ARGUMENT naming the field for every malformed request.
+absl::StatusOr<ActivateJob> ParseActivateRequest(const v1::ActivateRequest& request);
+// The job would view a request destroyed at the end of the call's full expression.
+absl::StatusOr<ActivateJob> ParseActivateRequest(const v1::ActivateRequest&& request) =
+    delete;
+
+// Runs the kernel and fills `response`; returns the output's numeric health.
+OutputHealth RunActivate(kernels::ActivationContext& context, const ActivateJob& job,
+                         v1::ActivateResponse* response);
+
+}  // namespace layerserve
+
+#endif  // LAYERSERVE_SERVER_OPS_ACTIVATE_H_

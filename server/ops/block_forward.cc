@@ -1,0 +1,269 @@
+#include "server/ops/block_forward.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/rope.h"
+#include "server/ops/positions.h"
+#include "common/status_macros.h"
+
+namespace layerserve {
+
+absl::StatusOr<LayerRange> ResolveLayerRange(const ModelRepository& models,
+                                             absl::string_view model,
+                                             int64_t layer_start, int64_t num_layers) {
+  LayerRange range;
+  ASSIGN_OR_RETURN(range.model, models.Find(model));
+  const int64_t layers = range.model->config.num_layers;
+  if (layer_start < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer_start: ", layer_start, " must be >= 0"));
+  }
+  if (num_layers < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_layers: ", num_layers, " must be >= 0"));
+  }
+  range.start = layer_start;
+  range.count = num_layers == 0 ? 1 : num_layers;
+  if (range.start >= layers) {
+    return absl::OutOfRangeError(absl::StrCat("layer_start: ", range.start,
+                                              " is past the last layer of model \"",
+                                              range.model->name, "\" (", layers,
+                                              " layers)"));
+  }
+  if (range.start + range.count > layers) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "num_layers: layers ", range.start, "..", range.start + range.count - 1,
+        " run past the last layer of model \"", range.model->name, "\" (", layers,
+        " layers)"));
+  }
+  return range;
+}
+
+namespace {
+
+// Leases the request's session and takes the model and layers from it: the
+// request may repeat them (or leave them empty/0) but not contradict them.
+absl::Status LeaseSession(const v1::BlockForwardRequest& request, SessionStore* sessions,
+                          BlockForwardJob& job) {
+  if (sessions == nullptr) {
+    return absl::FailedPreconditionError(
+        "session_id: this server does not keep sessions");
+  }
+  ASSIGN_OR_RETURN(const TensorInfo info,
+                   ValidateTensor(request.hidden_states(), "hidden_states", {2, 3}));
+  if (info.shape.size() == 3 && info.shape[0] != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hidden_states.shape: ", ShapeToString(info.shape),
+        " holds ", info.shape[0], " sequences; a session call takes one ([T, D] or "
+        "[1, T, D])"));
+  }
+  const int64_t tokens = info.shape[info.shape.size() - 2];
+  ASSIGN_OR_RETURN(job.session, sessions->Acquire(request.session_id(), tokens));
+  const Session& session = *job.session.get();
+  if (!request.model().empty() && request.model() != session.model->name) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: \"", request.model(), "\" differs from session \"", session.id,
+        "\"'s model \"", session.model->name, "\""));
+  }
+  if ((request.layer_start() != 0 && request.layer_start() != session.layer_start) ||
+      (request.num_layers() != 0 && request.num_layers() != session.num_layers)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layer_start, num_layers: ", request.layer_start(), ", ", request.num_layers(),
+        " differ from session \"", session.id, "\"'s layers ", session.layer_start,
+        "..", session.layer_start + session.num_layers - 1,
+        " (leave them 0 or repeat them)"));
+  }
+  job.model = session.model;
+  job.layer_start = session.layer_start;
+  job.num_layers = session.num_layers;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
+    const v1::BlockForwardRequest& request, const ModelRepository& models,
+    SessionStore* sessions) {
+  BlockForwardJob job;
+  if (!request.has_hidden_states()) {
+    return absl::InvalidArgumentError("hidden_states: required");
+  }
+  if (request.session_id().empty()) {
+    ASSIGN_OR_RETURN(const LayerRange range,
+                     ResolveLayerRange(models, request.model(), request.layer_start(),
+                                       request.num_layers()));
+    job.model = range.model;
+    job.layer_start = range.start;
+    job.num_layers = range.count;
+  } else {
+    RETURN_IF_ERROR(LeaseSession(request, sessions, job));
+  }
+  const ModelConfig& config = job.model->config;
+  ASSIGN_OR_RETURN(job.hidden, DecodeTensor(request.hidden_states(), "hidden_states", {2, 3}));
+  const std::vector<int64_t>& shape = job.hidden.info.shape;
+  if (shape.back() != config.hidden_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hidden_states.shape: last dimension ", shape.back(), " of ", ShapeToString(shape),
+        " must equal model \"", job.model->name, "\"'s hidden_size ", config.hidden_size));
+  }
+  job.batch = shape.size() == 3 ? shape[0] : 1;
+  job.tokens = shape[shape.size() - 2];
+  if (request.sequence_lengths().empty()) {
+    job.lengths.assign(job.batch, job.tokens);
+  } else {
+    if (request.sequence_lengths_size() != job.batch) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence_lengths: ", request.sequence_lengths_size(),
+                       " entries; expected B = ", job.batch));
+    }
+    for (int64_t b = 0; b < job.batch; ++b) {
+      const int64_t length = request.sequence_lengths(b);
+      if (length < 1 || length > job.tokens) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("sequence_lengths[", b, "]: ", length, " must be in [1, T = ",
+                         job.tokens, "]"));
+      }
+      job.lengths.push_back(length);
+    }
+    if (job.session && job.lengths[0] != job.tokens) {
+      return absl::InvalidArgumentError(
+          "sequence_lengths: a session call has no padding (leave it empty)");
+    }
+  }
+  // A session continues from its cached length unless positions are given.
+  const int64_t offset = job.session && request.position_offset() == 0
+                             ? job.session.get()->cache.length()
+                             : request.position_offset();
+  ASSIGN_OR_RETURN(job.positions,
+                   ResolvePositions(offset, request.positions(), job.batch, job.tokens, ""));
+  const int64_t max_position = *std::max_element(job.positions.begin(), job.positions.end());
+  if (config.has_rope && max_position >= kMaxPosition) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        request.positions().empty() ? "position_offset" : "positions", ": position ",
+        max_position, " is past ", kMaxPosition,
+        " (2^24), beyond which float32 positions stop being exact"));
+  }
+  if (config.sliding_window > 0 && max_position >= config.sliding_window) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        request.positions().empty() ? "position_offset" : "positions", ": position ",
+        max_position, " reaches model \"", job.model->name, "\"'s sliding_window ",
+        config.sliding_window, ", which this server does not implement yet"));
+  }
+  job.causal = request.has_causal() ? request.causal() : true;
+  job.want_attention_stats = request.want_attention_stats();
+  ASSIGN_OR_RETURN(job.output_type, ResolveOutputType(request.output_dtype(),
+                                                      job.hidden.info.dtype,
+                                                      "output_dtype"));
+  return job;
+}
+
+std::vector<OutputHealth> RunBlockForwardBatch(
+    kernels::BlockKernels& kernels, const std::vector<const BlockForwardJob*>& jobs,
+    const std::vector<v1::BlockForwardResponse*>& responses) {
+  const BlockForwardJob& first = *jobs.front();
+  const Model& model = *first.model;
+  const kernels::BlockConfig& config = model.block;
+  const int64_t d = config.hidden_size, rotary_dim = config.rotary_dim;
+
+  // The sequences of all jobs, one after another.
+  kernels::BlockBatch batch;
+  batch.causal = first.causal;
+  std::vector<int64_t> job_row(jobs.size()), job_sequence(jobs.size());
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    job_row[j] = batch.rows;
+    job_sequence[j] = static_cast<int64_t>(batch.starts.size());
+    Session* session = jobs[j]->session.get();
+    for (int64_t b = 0; b < jobs[j]->batch; ++b) {
+      batch.caches.push_back(session == nullptr ? nullptr : &session->cache);
+      batch.starts.push_back(batch.rows + b * jobs[j]->tokens);
+      batch.tokens.push_back(jobs[j]->tokens);
+      batch.lengths.push_back(jobs[j]->lengths[b]);
+    }
+    batch.rows += jobs[j]->batch * jobs[j]->tokens;
+  }
+  std::vector<float> x(batch.rows * d);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    std::copy(jobs[j]->hidden.values.begin(), jobs[j]->hidden.values.end(),
+              x.begin() + job_row[j] * d);
+  }
+  std::vector<float> cos, sin;
+  if (config.has_rope) {
+    cos.resize(batch.rows * rotary_dim);
+    sin.resize(batch.rows * rotary_dim);
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      // Per job: dynamic NTK scales by the job's own longest sequence (max position
+      // + 1), so a job's angles never depend on its batch mates.
+      const std::vector<int64_t>& positions = jobs[j]->positions;
+      const int64_t seq_len = *std::max_element(positions.begin(), positions.end()) + 1;
+      const kernels::RopeFrequencies frequencies = kernels::ComputeRopeFrequencies(
+          config.rope_theta, rotary_dim, config.rope_scaling, seq_len);
+      kernels::ComputeRopeTables(frequencies, kernels::RopeStyle::kHalf, positions.data(),
+                                 static_cast<int64_t>(positions.size()),
+                                 cos.data() + job_row[j] * rotary_dim,
+                                 sin.data() + job_row[j] * rotary_dim);
+    }
+    batch.cos = cos.data();
+    batch.sin = sin.data();
+  }
+
+  // Entropy is nearly free (the softmax pass sums it), so it is always taken: the
+  // metrics export it for every request.
+  const int64_t heads = config.num_heads;
+  std::vector<double> entropy(batch.starts.size() * heads);
+  std::vector<double> entropy_total(jobs.size());
+  for (int64_t layer = first.layer_start; layer < first.layer_start + first.num_layers;
+       ++layer) {
+    std::fill(entropy.begin(), entropy.end(), 0.0);
+    batch.cache_layer = layer - first.layer_start;
+    kernels::BlockForward(config, model.blocks[layer], batch, kernels, x.data(),
+                          entropy.data());
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      const BlockForwardJob& job = *jobs[j];
+      int64_t real_tokens = 0;
+      for (int64_t length : job.lengths) real_tokens += length;
+      v1::AttentionStats* stats = nullptr;
+      if (job.want_attention_stats) {
+        stats = responses[j]->add_attention_stats();
+        stats->set_layer(static_cast<int32_t>(layer));
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        double sum = 0;
+        for (int64_t b = 0; b < job.batch; ++b) {
+          sum += entropy[(job_sequence[j] + b) * heads + h];
+        }
+        entropy_total[j] += sum / real_tokens;
+        if (stats != nullptr) stats->add_head_entropy_nats(static_cast<float>(sum / real_tokens));
+      }
+    }
+  }
+
+  std::vector<OutputHealth> health(jobs.size());
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const BlockForwardJob& job = *jobs[j];
+    if (Session* session = job.session.get()) {
+      session->cache.Commit(job.tokens);
+      responses[j]->set_session_length(session->cache.length());
+    }
+    float* out = x.data() + job_row[j] * d;
+    // Padded rows come back as zeros, as the proto promises.
+    for (int64_t b = 0; b < job.batch; ++b) {
+      std::fill(out + (b * job.tokens + job.lengths[b]) * d,
+                out + (b + 1) * job.tokens * d, 0.0f);
+    }
+    health[j].saturated = EncodeTensor(job.hidden.info.shape, out, job.batch * job.tokens * d,
+                                       job.output_type, responses[j]->mutable_hidden_states(),
+                                       &health[j].stats);
+    health[j].attention_entropy_nats =
+        entropy_total[j] / static_cast<double>(heads * job.num_layers);
+  }
+  return health;
+}
+
+OutputHealth RunBlockForward(kernels::BlockKernels& kernels, const BlockForwardJob& job,
+                             v1::BlockForwardResponse* response) {
+  return RunBlockForwardBatch(kernels, {&job}, {response}).front();
+}
+
+}  // namespace layerserve

@@ -1,0 +1,52 @@
+// Counts the RPCs a handler accepted and has not finished, and when the last one
+// arrived, so a drain can wait until the server is idle. Thread-safe.
+#ifndef LAYERSERVE_SERVER_RPC_CALL_TRACKER_H_
+#define LAYERSERVE_SERVER_RPC_CALL_TRACKER_H_
+
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace layerserve {
+
+class CallTracker {
+ public:
+  void Started() {
+    absl::MutexLock lock(&mu_);
+    ++inflight_;
+    last_arrival_ = absl::Now();
+  }
+  void Finished() {
+    absl::MutexLock lock(&mu_);
+    --inflight_;
+  }
+  int64_t inflight() const {
+    absl::MutexLock lock(&mu_);
+    return inflight_;
+  }
+
+  // Waits until no call is in flight and none has arrived for `quiet`, or until
+  // `deadline`. Returns true if idle. Polls: it runs once, at shutdown.
+  bool AwaitIdle(absl::Duration quiet, absl::Time deadline) const {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (inflight_ == 0 && absl::Now() - last_arrival_ >= quiet) return true;
+      }
+      if (absl::Now() >= deadline) return false;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  int64_t inflight_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_arrival_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
+
+}  // namespace layerserve
+
+#endif  // LAYERSERVE_SERVER_RPC_CALL_TRACKER_H_

@@ -1,0 +1,95 @@
+// layerserve.v1.LayerService on gRPC's callback API. Handlers validate a request and
+// hand it to the batcher (or answer at once: an error, a refusal, a model listing);
+// a worker runs the batch and finishes every RPC in it. Every RPC is finished
+// exactly once, on every path. Thread-safe, as gRPC requires.
+#ifndef LAYERSERVE_SERVER_RPC_SERVICE_H_
+#define LAYERSERVE_SERVER_RPC_SERVICE_H_
+
+#include <atomic>
+#include <memory>
+
+#include "layerserve/v1/layerserve.grpc.pb.h"
+#include "server/batching/batcher.h"
+#include "server/rpc/call_tracker.h"
+#include "server/metrics/metrics.h"
+#include "server/models/model_repository.h"
+#include "server/sessions/session_store.h"
+#include "server/ops/worker_context.h"
+
+namespace layerserve {
+
+struct ServiceOptions {
+  BatchOptions batch;
+  int compute_threads = 1;
+  // Largest tensor a request may carry or ask for, in values
+  // (--max-request-elements); larger requests get RESOURCE_EXHAUSTED.
+  int64_t max_request_elements = int64_t{1} << 26;
+  SessionOptions sessions;
+  // Largest response gRPC will send (--max-message-bytes): a larger one is
+  // answered RESOURCE_EXHAUSTED by the service, with the numbers.
+  int64_t max_response_bytes = int64_t{256} << 20;
+};
+
+class LayerServiceImpl final : public v1::LayerService::CallbackService {
+ public:
+  // `metrics` and `models` must outlive the service. Starts the compute threads.
+  LayerServiceImpl(const ServiceOptions& options, Metrics* metrics,
+                   const ModelRepository* models);
+  // StopWorkers()s.
+  ~LayerServiceImpl() override;
+
+  // From now on new RPCs are answered UNAVAILABLE; accepted ones still complete.
+  void StartDraining() { draining_.store(true); }
+  // Runs every queued request, then joins the compute threads. Call after gRPC
+  // has stopped accepting calls (or nothing will compute the late ones: they are
+  // answered UNAVAILABLE).
+  void StopWorkers() { batcher_.Stop(); }
+  // Every RPC the service has accepted, refusals included.
+  const CallTracker& calls() const { return calls_; }
+
+  grpc::ServerUnaryReactor* Normalize(grpc::CallbackServerContext* context,
+                                      const v1::NormalizeRequest* request,
+                                      v1::NormalizeResponse* response) override;
+  grpc::ServerUnaryReactor* PositionalEncode(
+      grpc::CallbackServerContext* context, const v1::PositionalEncodeRequest* request,
+      v1::PositionalEncodeResponse* response) override;
+  grpc::ServerUnaryReactor* Activate(grpc::CallbackServerContext* context,
+                                     const v1::ActivateRequest* request,
+                                     v1::ActivateResponse* response) override;
+  grpc::ServerUnaryReactor* BlockForward(grpc::CallbackServerContext* context,
+                                         const v1::BlockForwardRequest* request,
+                                         v1::BlockForwardResponse* response) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
+                                       const v1::ListModelsRequest* request,
+                                       v1::ListModelsResponse* response) override;
+  grpc::ServerUnaryReactor* GetModel(grpc::CallbackServerContext* context,
+                                     const v1::GetModelRequest* request,
+                                     v1::ModelInfo* response) override;
+  grpc::ServerUnaryReactor* OpenSession(grpc::CallbackServerContext* context,
+                                        const v1::OpenSessionRequest* request,
+                                        v1::OpenSessionResponse* response) override;
+  grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* context,
+                                         const v1::CloseSessionRequest* request,
+                                         v1::CloseSessionResponse* response) override;
+
+ private:
+  // The shape of every compute RPC: refuse while draining, validate, check the
+  // element limit, queue under the job's batch key. Defined in service.cc.
+  template <typename Job, typename Response, typename Parse>
+  grpc::ServerUnaryReactor* Dispatch(grpc::CallbackServerContext* context,
+                                     const char* method,
+                                     const google::protobuf::Message& request,
+                                     Response* response, Parse parse);
+
+  const ServiceOptions options_;
+  Metrics* const metrics_;
+  const ModelRepository* const models_;
+  std::atomic<bool> draining_{false};
+  CallTracker calls_;
+  SessionStore sessions_;
+  Batcher<WorkerContext> batcher_;
+};
+
+}  // namespace layerserve
+
+#endif  // LAYERSERVE_SERVER_RPC_SERVICE_H_

@@ -1,0 +1,217 @@
+#include "server/sessions/session_store.h"
+
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/metrics/metrics.h"
+
+namespace layerserve {
+namespace {
+
+// Removed sessions remembered for a precise NOT_FOUND message.
+constexpr size_t kRememberGone = 4096;
+
+std::string ReplicaOf(const std::string& id) { return id.substr(0, id.rfind('.')); }
+
+}  // namespace
+
+Session::Session(std::string session_id, const Model* model_in, int64_t start,
+                 int64_t count, int64_t max_tokens, kernels::KvCacheType type)
+    : id(std::move(session_id)),
+      model(model_in),
+      layer_start(start),
+      num_layers(count),
+      max_length(max_tokens),
+      cache(count, model_in->block.num_kv_heads, model_in->block.head_dim, type) {}
+
+SessionLease::SessionLease(SessionStore* store, std::shared_ptr<Session> session,
+                           int64_t reserved)
+    : store_(store), session_(std::move(session)), reserved_(reserved) {}
+
+SessionLease& SessionLease::operator=(SessionLease&& other) noexcept {
+  if (this != &other) {
+    Release(false);
+    store_ = other.store_;
+    session_ = std::move(other.session_);
+    reserved_ = other.reserved_;
+    other.store_ = nullptr;
+  }
+  return *this;
+}
+
+void SessionLease::Release(bool computed) {
+  if (session_ == nullptr) return;
+  store_->Release(*session_, reserved_, computed);
+  session_.reset();
+}
+
+SessionStore::SessionStore(const SessionOptions& options, Metrics* metrics)
+    : options_(options), metrics_(metrics) {}
+
+absl::StatusOr<std::string> SessionStore::Open(const Model* model, int64_t layer_start,
+                                               int64_t num_layers, int64_t max_length) {
+  const int64_t model_max = model->config.max_position_embeddings;
+  if (max_length < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_length: ", max_length, " must be >= 0 (0: the model's ",
+                     model_max, ")"));
+  }
+  if (model_max > 0 && max_length > model_max) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "max_length: ", max_length, " is past model \"", model->name,
+        "\"'s max_position_embeddings ", model_max));
+  }
+  if (max_length == 0) max_length = model_max > 0 ? model_max : int64_t{1} << 24;
+  absl::MutexLock lock(&mu_);
+  ExpireLocked(now_());
+  // Unguessable within a replica: the serial makes it unique, the random part keeps
+  // one client from naming another's session.
+  static thread_local std::mt19937_64 random(std::random_device{}());
+  const std::string id =
+      absl::StrFormat("%s.%x%016x", options_.replica, next_serial_++, random());
+  Entry& entry = sessions_[id];
+  entry.session = std::make_shared<Session>(id, model, layer_start, num_layers, max_length,
+                                            options_.cache_type);
+  entry.last_used = now_();
+  PublishLocked();
+  return id;
+}
+
+absl::Status SessionStore::Close(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  ExpireLocked(now_());
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrCat("session_id: no session \"", id,
+                                            "\" on this replica (already closed, expired "
+                                            "or evicted)"));
+  }
+  ForgetLocked(id, "closed");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SessionLease> SessionStore::Acquire(const std::string& id, int64_t tokens) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = now_();
+  ExpireLocked(now);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) {
+    if (ReplicaOf(id) != options_.replica) {
+      return absl::NotFoundError(absl::StrCat(
+          "session_id: session \"", id, "\" was not opened on this replica (\"",
+          options_.replica, "\"): route every call of a session to the replica that "
+          "opened it (load-balancer affinity on the x-layerserve-session header), or "
+          "open a new session and prefill again"));
+    }
+    auto gone = gone_.find(id);
+    return absl::NotFoundError(absl::StrCat(
+        "session_id: session \"", id, "\" ",
+        gone == gone_.end() ? "is unknown" : absl::StrCat("was ", gone->second),
+        "; open a new session and prefill again"));
+  }
+  Entry& entry = it->second;
+  Session& session = *entry.session;
+  if (entry.busy) {
+    return absl::AbortedError(absl::StrCat(
+        "session_id: session \"", id, "\" is in use by another call; send a session's "
+        "calls one after another"));
+  }
+  const int64_t length = session.cache.length();
+  if (length + tokens > session.max_length) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "hidden_states: session \"", id, "\" holds ", length, " tokens; ", tokens,
+        " more would pass its max_length ", session.max_length));
+  }
+  const int64_t need = session.cache.BytesToGrow(tokens);
+  entry.busy = true;  // Not evictable while making room.
+  if (!MakeRoomLocked(need)) {
+    entry.busy = false;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "KV cache full: session \"", id, "\" needs ", need, " more bytes and only ",
+        options_.max_bytes - bytes_, " of --max-kv-cache-bytes=", options_.max_bytes,
+        " can be freed; close idle sessions or retry later"));
+  }
+  entry.last_used = now;
+  entry.bytes += need;
+  bytes_ += need;
+  PublishLocked();
+  return SessionLease(this, entry.session, need);
+}
+
+void SessionStore::Release(const Session& session, int64_t reserved, bool computed) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session.id);
+  // Closed while the call ran: its memory went with it.
+  if (it == sessions_.end() || it->second.session.get() != &session) return;
+  Entry& entry = it->second;
+  entry.busy = false;
+  entry.last_used = now_();
+  if (!computed) {
+    entry.bytes -= reserved;
+    bytes_ -= reserved;
+  }
+  PublishLocked();
+}
+
+void SessionStore::ExpireLocked(absl::Time now) {
+  std::vector<std::string> expired;
+  for (const auto& [id, entry] : sessions_) {
+    if (!entry.busy && now - entry.last_used > options_.ttl) expired.push_back(id);
+  }
+  for (const std::string& id : expired) {
+    ForgetLocked(id, absl::StrCat("expired after ", absl::FormatDuration(options_.ttl),
+                                  " without a call (--session-ttl)"));
+    if (metrics_ != nullptr) metrics_->SessionExpired();
+  }
+}
+
+bool SessionStore::MakeRoomLocked(int64_t need) {
+  while (bytes_ + need > options_.max_bytes) {
+    auto oldest = sessions_.end();
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+      if (it->second.busy || it->second.bytes == 0) continue;
+      if (oldest == sessions_.end() || it->second.last_used < oldest->second.last_used) {
+        oldest = it;
+      }
+    }
+    if (oldest == sessions_.end()) return false;
+    ForgetLocked(oldest->first,
+                 "evicted to free KV-cache memory for other sessions "
+                 "(--max-kv-cache-bytes)");
+    if (metrics_ != nullptr) metrics_->SessionEvicted();
+  }
+  return true;
+}
+
+void SessionStore::ForgetLocked(std::string id, std::string reason) {
+  auto it = sessions_.find(id);
+  bytes_ -= it->second.bytes;
+  sessions_.erase(it);
+  gone_[id] = std::move(reason);
+  gone_order_.push_back(id);
+  if (gone_order_.size() > kRememberGone) {
+    gone_.erase(gone_order_.front());
+    gone_order_.pop_front();
+  }
+  PublishLocked();
+}
+
+void SessionStore::PublishLocked() {
+  if (metrics_ != nullptr) {
+    metrics_->Sessions(static_cast<int64_t>(sessions_.size()), bytes_);
+  }
+}
+
+int64_t SessionStore::active() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(sessions_.size());
+}
+
+int64_t SessionStore::bytes() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_;
+}
+
+}  // namespace layerserve

@@ -1,0 +1,128 @@
+// KV-cache sessions: each holds one sequence's keys and values for a model's range
+// of blocks, so a client generating text sends only its new tokens.
+//
+// A call on a session leases it (SessionStore::Acquire): one call at a time (a
+// second concurrent call is refused, never interleaved), with the KV-cache bytes its
+// new tokens need reserved up front; the lease ends before the call is answered.
+// Memory is bounded by max_bytes: when a lease needs more, idle sessions are
+// evicted, least recently used first. Idle sessions expire after `ttl` (checked on
+// every store operation). Thread-safe.
+#ifndef LAYERSERVE_SERVER_SESSIONS_SESSION_STORE_H_
+#define LAYERSERVE_SERVER_SESSIONS_SESSION_STORE_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "kernels/kv_cache.h"
+#include "server/models/model_repository.h"
+
+namespace layerserve {
+
+class Metrics;
+
+struct SessionOptions {
+  kernels::KvCacheType cache_type = kernels::KvCacheType::kFloat32;
+  int64_t max_bytes = int64_t{2} << 30;
+  absl::Duration ttl = absl::Minutes(5);
+  // Names this server in session ids, so a call routed to the wrong replica can say
+  // so. Unique per process.
+  std::string replica;
+};
+
+struct Session {
+  Session(std::string id, const Model* model, int64_t layer_start, int64_t num_layers,
+          int64_t max_length, kernels::KvCacheType type);
+
+  const std::string id;
+  const Model* const model;
+  const int64_t layer_start, num_layers, max_length;
+  kernels::KvCache cache;  // Used only by the holder of the lease.
+};
+
+class SessionStore;
+
+// One call's hold on a session. Move-only; Release() (or destruction) ends it.
+class SessionLease {
+ public:
+  SessionLease() = default;
+  SessionLease(SessionStore* store, std::shared_ptr<Session> session, int64_t reserved);
+  SessionLease(SessionLease&& other) noexcept { *this = std::move(other); }
+  SessionLease& operator=(SessionLease&& other) noexcept;
+  ~SessionLease() { Release(/*computed=*/false); }
+
+  Session* get() const { return session_.get(); }
+  explicit operator bool() const { return session_ != nullptr; }
+  // `computed`: the call appended its tokens and committed them.
+  void Release(bool computed);
+
+ private:
+  SessionStore* store_ = nullptr;
+  std::shared_ptr<Session> session_;
+  int64_t reserved_ = 0;
+};
+
+class SessionStore {
+ public:
+  // `metrics` may be null (tests); it must outlive the store.
+  SessionStore(const SessionOptions& options, Metrics* metrics);
+
+  // INVALID_ARGUMENT / OUT_OF_RANGE for a bad max_length; the id otherwise.
+  absl::StatusOr<std::string> Open(const Model* model, int64_t layer_start,
+                                   int64_t num_layers, int64_t max_length);
+  // NOT_FOUND when unknown (or already gone). A call holding the session finishes;
+  // its memory is freed when it ends.
+  absl::Status Close(const std::string& id);
+  // Leases the session for a call adding `tokens`. NOT_FOUND unknown, expired,
+  // evicted or another replica's (the message says which and to prefill again);
+  // ABORTED busy with another call; OUT_OF_RANGE past its max_length;
+  // RESOURCE_EXHAUSTED when the cache cannot make room.
+  absl::StatusOr<SessionLease> Acquire(const std::string& id, int64_t tokens);
+
+  int64_t active() const;
+  int64_t bytes() const;
+  absl::Duration ttl() const { return options_.ttl; }
+
+  // Tests move time with this; production uses absl::Now.
+  void set_clock_for_testing(absl::Time (*now)()) { now_ = now; }
+
+ private:
+  friend class SessionLease;
+  struct Entry {
+    std::shared_ptr<Session> session;
+    bool busy = false;
+    absl::Time last_used;
+    int64_t bytes = 0;
+  };
+  void Release(const Session& session, int64_t reserved, bool computed);
+  // Drops idle sessions past their ttl.
+  void ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts idle sessions, oldest use first, until `need` more bytes fit. False if
+  // they cannot.
+  bool MakeRoomLocked(int64_t need) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `id` by value: callers may pass the key of the entry it erases.
+  void ForgetLocked(std::string id, std::string reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const SessionOptions options_;
+  Metrics* const metrics_;
+  absl::Time (*now_)() = &absl::Now;
+  mutable absl::Mutex mu_;
+  std::map<std::string, Entry> sessions_ ABSL_GUARDED_BY(mu_);
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_serial_ ABSL_GUARDED_BY(mu_) = 0;
+  // Why recently removed sessions are gone, for the NOT_FOUND message; bounded.
+  std::map<std::string, std::string> gone_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> gone_order_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace layerserve
+
+#endif  // LAYERSERVE_SERVER_SESSIONS_SESSION_STORE_H_

@@ -1,0 +1,42 @@
+"""The layering check itself: it passes the real tree (its own ctest) and it finds
+an upward include, a downward one being fine."""
+import os
+
+import check_layers
+
+
+def make_tree(root, files):
+    for layer in check_layers.LAYERS:
+        os.makedirs(os.path.join(root, layer), exist_ok=True)
+    for path, text in files.items():
+        with open(os.path.join(root, path), "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+def test_upward_include_is_reported(tmp_path):
+    make_tree(tmp_path, {
+        "server/ops/normalize.cc": '#include "server/rpc/service.h"\n',
+        "kernels/norm.cc": '#include <vector>\n#include "layerserve/v1/layerserve.pb.h"\n',
+    })
+    found = check_layers.violations(str(tmp_path))
+    assert len(found) == 2, found
+    assert found[0].startswith('kernels/norm.cc: includes "layerserve/v1/layerserve.pb.h"')
+    assert found[1].startswith('server/ops/normalize.cc: includes "server/rpc/service.h" '
+                               '(server/rpc)')
+
+
+def test_downward_and_own_includes_pass(tmp_path):
+    make_tree(tmp_path, {
+        "server/rpc/service.cc": '#include "server/rpc/service.h"\n'
+                                 '#include "server/ops/normalize.h"\n'
+                                 '#include "kernels/norm.h"\n#include "absl/status/status.h"\n',
+        "client/cpp/npy.cc": '#include "common/dtype.h"\n',
+    })
+    assert check_layers.violations(str(tmp_path)) == []
+
+
+def test_client_may_not_include_kernels(tmp_path):
+    make_tree(tmp_path, {"client/cpp/npy.h": '#include "kernels/dtype.h"\n'})
+    assert check_layers.violations(str(tmp_path)) == [
+        'client/cpp/npy.h: includes "kernels/dtype.h" (kernels), but client/cpp may '
+        "include only ['common', 'proto']"]

@@ -1,0 +1,338 @@
+// Linear (oneDNN matmul, prepacked weights) and LinearFewRows (its decode-step twin
+// reading the packed weights itself) against the double-precision reference, for
+// both weight storages, with and without bias, float32 and bfloat16 weights.
+#include "kernels/linear.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "common/dtype.h"
+#include "kernels/linear_internal.h"
+#include "tests/testing/threads_parallel_for.h"
+
+namespace layerserve::kernels {
+namespace {
+
+struct Shape {
+  int64_t rows, in, out;
+};
+
+std::vector<float> Random(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> dist;
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+float RoundBf16(float x) { return Bfloat16ToFloat32(Float32ToBfloat16(x)); }
+
+// Error bound of a float32 dot product of length n computed in any order:
+// n * eps * sum |x_i w_i| (Higham), plus the rounding of the result. bfloat16 weights
+// and inputs each carry a relative error up to 2^-9 before that.
+using Product = void (*)(LinearContext&, const LinearWeights&, const float*, int64_t, float*);
+
+void CheckAgainstReference(const Shape& s, WeightType type, bool in_by_out, bool bias,
+                           Product product = Linear) {
+  std::mt19937 rng(s.rows * 131 + s.in * 7 + s.out);
+  const std::vector<float> w = Random(s.out * s.in, rng);  // [out, in]
+  const std::vector<float> b = Random(s.out, rng);
+  const std::vector<float> x = Random(s.rows * s.in, rng);
+  std::vector<float> storage = w;
+  if (in_by_out) {  // Conv1D stores [in, out].
+    for (int64_t o = 0; o < s.out; ++o)
+      for (int64_t i = 0; i < s.in; ++i) storage[i * s.out + o] = w[o * s.in + i];
+  }
+  LinearWeights weights(storage.data(), s.out, s.in, in_by_out, bias ? b.data() : nullptr,
+                        type);
+  LinearContext context;
+  std::vector<float> y(s.rows * s.out), want(s.rows * s.out);
+  product(context, weights, x.data(), s.rows, y.data());
+  LinearReference(w.data(), bias ? b.data() : nullptr, s.out, s.in, x.data(), s.rows,
+                  want.data());
+  const double eps = type == WeightType::kFloat32 ? 0x1p-24 : 0x1p-8;
+  for (int64_t r = 0; r < s.rows; ++r) {
+    for (int64_t o = 0; o < s.out; ++o) {
+      double magnitude = bias ? std::fabs(b[o]) : 0;
+      for (int64_t i = 0; i < s.in; ++i) magnitude += std::fabs(x[r * s.in + i] * w[o * s.in + i]);
+      const double bound = (s.in + 2) * 0x1p-24 * magnitude + 2 * eps * magnitude + 1e-30;
+      ASSERT_LE(std::fabs(y[r * s.out + o] - want[r * s.out + o]), bound)
+          << "rows " << s.rows << " in " << s.in << " out " << s.out << " at " << r << ","
+          << o;
+    }
+  }
+}
+
+class LinearTest : public ::testing::TestWithParam<Shape> {
+ protected:
+  void SetUp() override { omp_set_num_threads(1); }
+};
+
+TEST_P(LinearTest, Float32MatchesReference) {
+  for (bool in_by_out : {false, true})
+    for (bool bias : {false, true}) CheckAgainstReference(GetParam(), WeightType::kFloat32, in_by_out, bias);
+}
+
+TEST_P(LinearTest, Bfloat16MatchesReference) {
+  for (bool in_by_out : {false, true})
+    for (bool bias : {false, true}) CheckAgainstReference(GetParam(), WeightType::kBfloat16, in_by_out, bias);
+}
+
+TEST_P(LinearTest, FewRowsMatchReference) {
+  for (WeightType type : {WeightType::kFloat32, WeightType::kBfloat16})
+    for (bool in_by_out : {false, true})
+      for (bool bias : {false, true})
+        CheckAgainstReference(GetParam(), type, in_by_out, bias,
+                              [](LinearContext& c, const LinearWeights& w, const float* x,
+                                 int64_t rows, float* y) { LinearFewRows(c, w, x, rows, y); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
+                         ::testing::Values(Shape{1, 1, 1}, Shape{1, 7, 5}, Shape{3, 64, 130},
+                                           Shape{17, 65, 33}, Shape{128, 256, 96},
+                                           Shape{1, 4097, 7}, Shape{5, 33, 4097},
+                                           Shape{4, 768, 64}));
+
+// bfloat16 weights hold exactly the bfloat16-rounded values: with bfloat16-exact
+// inputs the only error left is the float32 accumulation.
+TEST(LinearBfloat16Test, ExactInputsLeaveOnlyAccumulationError) {
+  std::mt19937 rng(5);
+  const int64_t rows = 4, in = 48, out = 24;
+  std::vector<float> w = Random(out * in, rng), x = Random(rows * in, rng);
+  for (float& v : w) v = RoundBf16(v);
+  for (float& v : x) v = RoundBf16(v);
+  LinearWeights weights(w.data(), out, in, false, nullptr, WeightType::kBfloat16);
+  LinearContext context;
+  std::vector<float> y(rows * out), want(rows * out);
+  Linear(context, weights, x.data(), rows, y.data());
+  LinearReference(w.data(), nullptr, out, in, x.data(), rows, want.data());
+  for (int64_t i = 0; i < rows * out; ++i) EXPECT_NEAR(y[i], want[i], 1e-4f) << i;
+}
+
+// One context serves many weights and row counts; results do not depend on which
+// primitives were created before.
+TEST(LinearContextTest, ReusesPrimitivesAcrossShapes) {
+  std::mt19937 rng(9);
+  std::vector<float> w1 = Random(8 * 16, rng), w2 = Random(4 * 16, rng);
+  LinearWeights a(w1.data(), 8, 16, false, nullptr, WeightType::kFloat32);
+  LinearWeights b(w2.data(), 4, 16, false, nullptr, WeightType::kFloat32);
+  LinearContext context;
+  for (int64_t rows : {1, 5, 1, 9, 5}) {
+    std::vector<float> x = Random(rows * 16, rng), y(rows * 8), z(rows * 4), ref(rows * 8);
+    Linear(context, a, x.data(), rows, y.data());
+    Linear(context, b, x.data(), rows, z.data());
+    LinearReference(w1.data(), nullptr, 8, 16, x.data(), rows, ref.data());
+    for (int64_t i = 0; i < rows * 8; ++i) EXPECT_NEAR(y[i], ref[i], 1e-4f);
+  }
+}
+
+
+// The batcher runs the linear layers of several requests as one product and
+// promises each request the bits it would get alone, so a row of y must not depend
+// on the other rows of x or on how many there are.
+class LinearRowIndependenceTest : public ::testing::TestWithParam<WeightType> {};
+
+TEST_P(LinearRowIndependenceTest, EachRowIsBitIdenticalAtEveryBatchSize) {
+  std::mt19937 rng(20261130);
+  const int64_t in = 512, out = 1408;
+  const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
+  LinearWeights weights(w.data(), out, in, false, b.data(), GetParam());
+  LinearContext context;
+  const std::vector<float> x = Random(300 * in, rng);
+  std::vector<float> alone(out);
+  for (int64_t rows : {1, 2, 3, 7, 16, 33, 64, 129, 300}) {
+    std::vector<float> y(rows * out);
+    Linear(context, weights, x.data(), rows, y.data());
+    for (int64_t r : {int64_t{0}, rows / 2, rows - 1}) {
+      Linear(context, weights, x.data() + r * in, 1, alone.data());
+      for (int64_t o = 0; o < out; ++o) {
+        ASSERT_EQ(y[r * out + o], alone[o]) << "rows " << rows << " row " << r << " out " << o;
+      }
+    }
+  }
+}
+
+TEST_P(LinearRowIndependenceTest, FewRowsEachRowIsBitIdenticalAtEveryRowCount) {
+  std::mt19937 rng(20261201);
+  const int64_t in = 512, out = 1408;
+  const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
+  LinearWeights weights(w.data(), out, in, false, b.data(), GetParam());
+  // On AVX-512 machines (the target) oneDNN packs in a layout LinearFewRows reads;
+  // elsewhere it falls back to Linear, which this test holds to the same promise.
+  RecordProperty("few_rows_native", weights.few_rows_native() ? "yes" : "no");
+  LinearContext context;
+  const std::vector<float> x = Random(40 * in, rng);
+  std::vector<float> alone(out);
+  for (int64_t rows : {1, 2, 3, 4, 5, 8, 13, 40}) {
+    std::vector<float> y(rows * out);
+    LinearFewRows(context, weights, x.data(), rows, y.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      LinearFewRows(context, weights, x.data() + r * in, 1, alone.data());
+      for (int64_t o = 0; o < out; ++o) {
+        ASSERT_EQ(y[r * out + o], alone[o]) << "rows " << rows << " row " << r << " out " << o;
+      }
+    }
+  }
+}
+
+// Threads sharing a call's outputs compute each exactly as one thread does, at sizes
+// with a partial last block and with fewer blocks than chunks.
+TEST_P(LinearRowIndependenceTest, FewRowsSplitAcrossThreadsIsBitIdentical) {
+  std::mt19937 rng(11);
+  testing::ThreadsParallelFor threads(3);
+  for (int64_t out : {1, 7, 130, 1408, 4097}) {
+    const int64_t in = 96;
+    const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
+    LinearWeights weights(w.data(), out, in, false, b.data(), GetParam());
+    LinearContext context;
+    for (int64_t rows : {1, 4, 7}) {
+      const std::vector<float> x = Random(rows * in, rng);
+      std::vector<float> serial(rows * out), split(rows * out, -1.0f);
+      LinearFewRows(context, weights, x.data(), rows, serial.data());
+      LinearFewRows(context, weights, x.data(), rows, split.data(), &threads);
+      for (int64_t i = 0; i < rows * out; ++i) {
+        ASSERT_EQ(split[i], serial[i]) << "out " << out << " rows " << rows << " at " << i;
+      }
+    }
+  }
+}
+
+// NaN and Inf in an input row spread over that row's outputs only, as in the
+// reference (0 * Inf is NaN there too).
+TEST_P(LinearRowIndependenceTest, FewRowsNanAndInfStayInTheirRow) {
+  std::mt19937 rng(3);
+  const int64_t in = 70, out = 130;
+  const std::vector<float> w = Random(out * in, rng);
+  LinearWeights weights(w.data(), out, in, false, nullptr, GetParam());
+  LinearContext context;
+  std::vector<float> x = Random(3 * in, rng);
+  x[0 * in + 5] = std::numeric_limits<float>::quiet_NaN();
+  x[2 * in + 69] = std::numeric_limits<float>::infinity();
+  std::vector<float> y(3 * out), want(3 * out);
+  LinearFewRows(context, weights, x.data(), 3, y.data());
+  std::vector<float> rounded = x;
+  std::vector<float> rounded_w = w;
+  if (GetParam() == WeightType::kBfloat16) {
+    for (float& v : rounded) v = RoundBf16(v);
+    for (float& v : rounded_w) v = RoundBf16(v);
+  }
+  LinearReference(rounded_w.data(), nullptr, out, in, rounded.data(), 3, want.data());
+  for (int64_t o = 0; o < out; ++o) {
+    ASSERT_TRUE(std::isnan(y[o])) << o;
+    ASSERT_TRUE(std::isfinite(y[out + o])) << o;
+    ASSERT_NEAR(y[out + o], want[out + o], 1e-3f * std::max(1.0f, std::fabs(want[out + o])));
+    ASSERT_EQ(std::isnan(y[2 * out + o]), std::isnan(want[2 * out + o])) << o;
+    if (!std::isnan(want[2 * out + o])) {
+      ASSERT_EQ(y[2 * out + o], want[2 * out + o]) << o;
+    }
+  }
+}
+
+// With bfloat16 weights LinearFewRows runs VDPBF16PS where the CPU has it (even
+// input sizes) and the Highway loop elsewhere: hold each path (dot: the VDPBF16PS
+// one) to the reference, each in its own test so a CPU without AVX512_BF16 reports
+// the VDPBF16PS one as skipped.
+void CheckBfloat16FewRowsPath(bool dot) {
+  std::mt19937 rng(77);
+  const int64_t in = 768, out = 200;
+  const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
+  LinearWeights weights(w.data(), out, in, false, b.data(), WeightType::kBfloat16);
+  const internal::FewRowsWeights& few = internal::FewRowsLayoutOf(weights);
+  ASSERT_EQ(few.data != nullptr, weights.few_rows_native());
+  if (few.data == nullptr) {
+    GTEST_SKIP() << "oneDNN did not pack these bfloat16 weights in the few-rows layout "
+                    "on this CPU (it does with AVX-512): LinearFewRows falls back to "
+                    "Linear, tested above";
+  }
+  std::vector<float> rounded_w = w;
+  for (float& v : rounded_w) v = RoundBf16(v);
+  for (int64_t rows : {1, 2, 5, 7, 13}) {
+    std::vector<float> x = Random(rows * in, rng), rounded = x;
+    for (float& v : rounded) v = RoundBf16(v);
+    std::vector<float> want(rows * out), got(rows * out);
+    LinearReference(rounded_w.data(), b.data(), out, in, rounded.data(), rows, want.data());
+    const int64_t blocks = (out + internal::kFewRowsBlockOut - 1) / internal::kFewRowsBlockOut;
+    if (dot) {
+      std::vector<uint32_t> pairs;
+      internal::PackBfloat16Pairs(x.data(), rows, in, pairs);
+      internal::LinearFewRowsDpbf16Blocks(few, pairs.data(), rows, 0, blocks, got.data());
+    } else {
+      internal::LinearFewRowsBlocks(few, rounded.data(), rows, 0, blocks, got.data());
+    }
+    for (int64_t i = 0; i < rows * out; ++i) {
+      // Products of bfloat16 values are exact in float32: only the sums round.
+      double magnitude = std::fabs(b[i % out]);
+      for (int64_t k = 0; k < in; ++k) {
+        magnitude += std::fabs(rounded[(i / out) * in + k] * rounded_w[(i % out) * in + k]);
+      }
+      const double bound = (in + 2) * 0x1p-24 * magnitude;
+      ASSERT_LE(std::fabs(got[i] - want[i]), bound) << "rows " << rows << " at " << i;
+    }
+  }
+}
+
+TEST(LinearFewRowsTest, Bfloat16HighwayPathMatchesReference) {
+  CheckBfloat16FewRowsPath(/*dot=*/false);
+}
+
+TEST(LinearFewRowsTest, Bfloat16Vdpbf16psPathMatchesReference) {
+  if (!internal::FewRowsDpbf16Supported()) {
+    GTEST_SKIP() << "this CPU has no AVX512_BF16: LinearFewRows never runs VDPBF16PS";
+  }
+  CheckBfloat16FewRowsPath(/*dot=*/true);
+}
+
+// The dot-product path's packing converts sixteen values at a time: each word must
+// be the scalar Float32ToBfloat16's, including ties, subnormals, NaN payloads, Inf,
+// overflow to Inf and the scalar tail of a row.
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+TEST(LinearFewRowsTest, PackedPairsAreTheScalarConversion) {
+  // Only CPUs with AVX512_BF16 run the packing (LinearFewRows checks first).
+  if (!internal::FewRowsDpbf16Supported()) {
+    GTEST_SKIP() << "this CPU has no AVX512_BF16: LinearFewRows never packs bfloat16 "
+                    "pairs";
+  }
+  const float specials[] = {0.0f, -0.0f, 1.0f, 1.00390625f /* tie, even */,
+                            1.01171875f /* tie, odd */, 0x1p-149f, -0x1p-130f,
+                            0x1.fffffep-127f /* rounds up to the smallest normal */,
+                            3.3895313e38f /* overflows to Inf */,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            FromBits(0x7F800001u) /* signalling NaN */,
+                            FromBits(0xFFC12345u)};
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int64_t in : {2, 16, 18, 46, 4098}) {
+    const int64_t rows = 3;
+    std::vector<float> x(rows * in);
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = i % 3 == 0 ? specials[(i / 3) % std::size(specials)]
+                        : FromBits(bits(rng));
+    }
+    std::vector<uint32_t> pairs;
+    internal::PackBfloat16Pairs(x.data(), rows, in, pairs);
+    ASSERT_EQ(pairs.size(), static_cast<size_t>(rows * in / 2));
+    for (int64_t i = 0; i < rows * in; ++i) {
+      const uint32_t word = pairs[i / 2];
+      const uint16_t got = static_cast<uint16_t>(i % 2 == 0 ? word : word >> 16);
+      ASSERT_EQ(got, Float32ToBfloat16(x[i])) << "in " << in << " at " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, LinearRowIndependenceTest,
+                         ::testing::Values(WeightType::kFloat32, WeightType::kBfloat16));
+
+}  // namespace
+}  // namespace layerserve::kernels
