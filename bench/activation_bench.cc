@@ -75,7 +75,8 @@ enum class Layout { kUnary, kGatedTwo, kGatedPacked, kCopyUnary, kCopyGated };
 struct Data {
   Data(Layout layout, int64_t rows, int64_t dim) : layout(layout), rows(rows), dim(dim) {
     int64_t in = rows * dim, out = rows * dim;
-    if (layout == Layout::kGatedTwo || layout == Layout::kGatedPacked) in = 2 * rows * dim;
+    if (layout == Layout::kGatedTwo || layout == Layout::kGatedPacked)
+      in = 2 * rows * dim;
     if (layout == Layout::kCopyGated) in = out = rows * dim * 3 / 2;
     x.resize(in);
     y.resize(out);
@@ -171,19 +172,19 @@ void GatedShapes(benchmark::internal::Benchmark* b) {
   b->Threads(1)->Threads(2)->UseRealTime();
 }
 
-#define LS_UNARY(name, act)                                             \
-  void BM_##name(benchmark::State& state) {                             \
-    RunSpec(state, Layout::kUnary, Activation::act);                     \
-  }                                                                     \
+#define LS_UNARY(name, act)                          \
+  void BM_##name(benchmark::State& state) {          \
+    RunSpec(state, Layout::kUnary, Activation::act); \
+  }                                                  \
   BENCHMARK(BM_##name)->Apply(UnaryShapes)
-#define LS_GATED(name, act)                                             \
-  void BM_##name(benchmark::State& state) {                             \
-    RunSpec(state, Layout::kGatedTwo, Activation::act);                  \
-  }                                                                     \
-  void BM_##name##Packed(benchmark::State& state) {                     \
-    RunSpec(state, Layout::kGatedPacked, Activation::act);               \
-  }                                                                     \
-  BENCHMARK(BM_##name)->Apply(GatedShapes);                             \
+#define LS_GATED(name, act)                                \
+  void BM_##name(benchmark::State& state) {                \
+    RunSpec(state, Layout::kGatedTwo, Activation::act);    \
+  }                                                        \
+  void BM_##name##Packed(benchmark::State& state) {        \
+    RunSpec(state, Layout::kGatedPacked, Activation::act); \
+  }                                                        \
+  BENCHMARK(BM_##name)->Apply(GatedShapes);                \
   BENCHMARK(BM_##name##Packed)->Apply(GatedShapes)
 
 // Each copy peer runs just before the kernels it is the peer of.
@@ -212,7 +213,14 @@ LS_GATED(ReGlu, kRelu);
 
 // The last three time Activate() itself, with no output statistics, with them
 // (output_stats), and followed by ComputeValueStats as the server did before.
-enum class Path { kHighway, kHighwayStream, kOneDnn, kStatsNone, kStatsFused, kStatsAfter };
+enum class Path {
+  kHighway,
+  kHighwayStream,
+  kOneDnn,
+  kStatsNone,
+  kStatsFused,
+  kStatsAfter
+};
 
 void RunPath(benchmark::State& state, Path path) {
   const Activation act = static_cast<Activation>(state.range(0));
@@ -258,9 +266,9 @@ void BM_PathOneDnn(benchmark::State& state) { RunPath(state, Path::kOneDnn); }
 void PathShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"act", "n"});
   for (int act = 0; act < kNumActivations; ++act) {
-    for (int64_t n : {int64_t{1} << 13, int64_t{1} << 14, int64_t{1} << 15,
-                      int64_t{1} << 16, int64_t{1} << 18, int64_t{1} << 20,
-                      int64_t{1} << 22, int64_t{1} << 24}) {
+    for (int64_t n :
+         {int64_t{1} << 13, int64_t{1} << 14, int64_t{1} << 15, int64_t{1} << 16,
+          int64_t{1} << 18, int64_t{1} << 20, int64_t{1} << 22, int64_t{1} << 24}) {
       b->Args({act, n});
     }
   }

@@ -13,10 +13,9 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 #include <vector>
-
-#include <oneapi/dnnl/dnnl.hpp>
 
 #include "bench/llama_shapes.h"
 #include "kernels/block.h"
@@ -56,8 +55,8 @@ const BlockWeights& Weights(int shape, WeightType type) {
 
 double BlockFlops(const BlockConfig& c, int64_t t) {
   const double d = c.hidden_size, dh = c.head_dim, f = c.intermediate_size;
-  const double linear = d * (c.num_heads + 2 * c.num_kv_heads) * dh + c.num_heads * dh * d +
-                        d * 2 * f + f * d;
+  const double linear = d * (c.num_heads + 2 * c.num_kv_heads) * dh +
+                        c.num_heads * dh * d + d * 2 * f + f * d;
   return 2 * t * linear + 4.0 * c.num_heads * dh * t * t;
 }
 
@@ -91,8 +90,8 @@ void BM_Block(benchmark::State& state) {
     BlockForward(c, w, batch, kernels, x.data(), nullptr);
     benchmark::DoNotOptimize(x.data());
   }
-  state.counters["GFLOPs"] = benchmark::Counter(BlockFlops(c, t) * state.iterations() / 1e9,
-                                                benchmark::Counter::kIsRate);
+  state.counters["GFLOPs"] = benchmark::Counter(
+      BlockFlops(c, t) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
 // A bare oneDNN matmul, weights prepacked in the layout it picks: the peak the
@@ -106,20 +105,23 @@ void BM_Matmul(benchmark::State& state) {
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
   dnnl::matmul::primitive_desc pd(
-      dnnl::matmul::desc(memory::desc({m, k}, dt, memory::format_tag::ab),
-                         memory::desc({k, n}, dt, memory::format_tag::any),
-                         memory::desc({m, n}, memory::data_type::f32, memory::format_tag::ab)),
+      dnnl::matmul::desc(
+          memory::desc({m, k}, dt, memory::format_tag::ab),
+          memory::desc({k, n}, dt, memory::format_tag::any),
+          memory::desc({m, n}, memory::data_type::f32, memory::format_tag::ab)),
       engine);
-  memory src(pd.src_desc(), engine), weights(pd.weights_desc(), engine), dst(pd.dst_desc(), engine);
+  memory src(pd.src_desc(), engine), weights(pd.weights_desc(), engine),
+      dst(pd.dst_desc(), engine);
   std::memset(src.get_data_handle(), 0, pd.src_desc().get_size());
   std::memset(weights.get_data_handle(), 0, pd.weights_desc().get_size());
   dnnl::matmul matmul(pd);
   for (auto _ : state) {
-    matmul.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+    matmul.execute(
+        stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
     stream.wait();
   }
-  state.counters["GFLOPs"] = benchmark::Counter(2.0 * m * k * n * state.iterations() / 1e9,
-                                                benchmark::Counter::kIsRate);
+  state.counters["GFLOPs"] = benchmark::Counter(
+      2.0 * m * k * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
 // Args: shape index (0: 768, 1: 4096), T, bfloat16 weights.

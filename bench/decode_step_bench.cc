@@ -81,9 +81,8 @@ void BM_DecodeStep(benchmark::State& state) {
   kernels::BlockBatch batch;
   batch.rows = sessions;
   for (int64_t s = 0; s < sessions; ++s) {
-    caches.push_back(
-        std::make_unique<kernels::KvCache>(kLayers, c.num_kv_heads, c.head_dim,
-                                          kernels::KvCacheType::kBfloat16));
+    caches.push_back(std::make_unique<kernels::KvCache>(
+        kLayers, c.num_kv_heads, c.head_dim, kernels::KvCacheType::kBfloat16));
     const std::vector<float> kv = bench::RandomValues(kCached * width, rng);
     for (int64_t l = 0; l < kLayers; ++l) {
       caches.back()->Append(l, kv.data(), kv.data(), width, kCached);
@@ -118,9 +117,8 @@ void BM_DecodeStep(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(x.data());
   }
-  state.counters["tok/s"] =
-      benchmark::Counter(static_cast<double>(sessions * state.iterations()),
-                         benchmark::Counter::kIsRate);
+  state.counters["tok/s"] = benchmark::Counter(
+      static_cast<double>(sessions * state.iterations()), benchmark::Counter::kIsRate);
 }
 
 BENCHMARK(BM_DecodeStep)

@@ -6,6 +6,7 @@
 //
 // Usage: layerserve-echo [--port=0] (prints "echo: gRPC listening on HOST:PORT";
 // runs until SIGTERM or SIGINT).
+#include <grpcpp/grpcpp.h>
 #include <malloc.h>
 #include <signal.h>
 
@@ -14,17 +15,16 @@
 #include <memory>
 #include <string>
 
-#include <grpcpp/grpcpp.h>
-
 #include "layerserve/v1/layerserve.grpc.pb.h"
 
 namespace {
 
 class EchoService final : public layerserve::v1::LayerService::CallbackService {
  public:
-  grpc::ServerUnaryReactor* Normalize(grpc::CallbackServerContext* context,
-                                      const layerserve::v1::NormalizeRequest* request,
-                                      layerserve::v1::NormalizeResponse* response) override {
+  grpc::ServerUnaryReactor* Normalize(
+      grpc::CallbackServerContext* context,
+      const layerserve::v1::NormalizeRequest* request,
+      layerserve::v1::NormalizeResponse* response) override {
     *response->mutable_output() = request->input();
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
   EchoService service;
   grpc::ServerBuilder builder;
   int bound = 0;
-  builder.AddListeningPort("127.0.0.1:" + port, grpc::InsecureServerCredentials(), &bound);
+  builder.AddListeningPort("127.0.0.1:" + port, grpc::InsecureServerCredentials(),
+                           &bound);
   builder.SetMaxReceiveMessageSize(256 << 20);
   builder.SetMaxSendMessageSize(256 << 20);
   builder.RegisterService(&service);

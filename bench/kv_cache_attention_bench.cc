@@ -119,7 +119,8 @@ void BM_GatherThenOneDnn(benchmark::State& state) {
     for (int64_t t = 0; t < rows; ++t) {
       for (int64_t kv = 0; kv < 2; ++kv) {
         float* dst = (kv == 0 ? k.data() : v.data()) + t * width;
-        const char* src = step.row_major.data() + (kv * rows + t) * width * (bf16 ? 2 : 4);
+        const char* src =
+            step.row_major.data() + (kv * rows + t) * width * (bf16 ? 2 : 4);
         if (bf16) {
           ConvertToFloat32(ElementType::kBfloat16, src, width, dst);
         } else {
@@ -143,12 +144,16 @@ void Shapes(benchmark::internal::Benchmark* b) {
     for (int64_t heads : {0, 1})
       for (int64_t past : {128, 512, 2048})
         for (int64_t bf16 : {0, 1}) b->Args({heads, past, bf16, tokens, 1});
-  b->ArgNames({"heads", "past", "bf16", "T", "sessions"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+  b->ArgNames({"heads", "past", "bf16", "T", "sessions"})
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
 }
 void ManySessions(benchmark::internal::Benchmark* b) {
   for (int64_t heads : {0, 1})
     for (int64_t bf16 : {0, 1}) b->Args({heads, 512, bf16, 1, 32});
-  b->ArgNames({"heads", "past", "bf16", "T", "sessions"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+  b->ArgNames({"heads", "past", "bf16", "T", "sessions"})
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
 }
 BENCHMARK(BM_OverCache)->Apply(Shapes)->Apply(ManySessions);
 BENCHMARK(BM_GatherThenOneDnn)->Apply(Shapes);

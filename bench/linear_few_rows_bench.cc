@@ -28,7 +28,8 @@ const std::vector<std::unique_ptr<LinearWeights>>& Weights(WeightType type) {
     std::vector<float> w(kIn * kOut);
     for (float& x : w) x = normal(rng);
     for (int64_t i = 0; i < kCopies; ++i) {
-      set.push_back(std::make_unique<LinearWeights>(w.data(), kOut, kIn, false, nullptr, type));
+      set.push_back(
+          std::make_unique<LinearWeights>(w.data(), kOut, kIn, false, nullptr, type));
     }
   }
   return set;

@@ -1,11 +1,11 @@
 // Positional kernels (kernels/positional.h) in GB/s -- bytes read plus bytes written
 // -- next to a memcpy of the same tensor measured in the same run: sinusoidal add
-// (x -> x + pe, pe read from a cached table or computed on the fly), learned add (x + table[p]: three streams),
-// ALiBi add to scores, and the generated tensors (sinusoidal table, ALiBi and T5
-// biases: written only). Each on a 16M-element tensor (64 MiB, DRAM) and a
-// 64K-element one (256 KiB, L2; sinusoidal also 512K, 2 MiB), with 1 and 2 threads: rows (or heads) are split
-// across a persistent team of std::threads. docs/BENCHMARKS.md has the commands and
-// the numbers.
+// (x -> x + pe, pe read from a cached table or computed on the fly), learned add (x +
+// table[p]: three streams), ALiBi add to scores, and the generated tensors (sinusoidal
+// table, ALiBi and T5 biases: written only). Each on a 16M-element tensor (64 MiB, DRAM)
+// and a 64K-element one (256 KiB, L2; sinusoidal also 512K, 2 MiB), with 1 and 2 threads:
+// rows (or heads) are split across a persistent team of std::threads. docs/BENCHMARKS.md
+// has the commands and the numbers.
 #include <benchmark/benchmark.h>
 
 #include <atomic>

@@ -9,10 +9,10 @@
 #define LS_STATUS_CONCAT_INNER_(a, b) a##b
 #define LS_STATUS_CONCAT_(a, b) LS_STATUS_CONCAT_INNER_(a, b)
 
-#define RETURN_IF_ERROR(expr)                   \
-  do {                                          \
-    ::absl::Status ls_status_ = (expr);         \
-    if (!ls_status_.ok()) return ls_status_;    \
+#define RETURN_IF_ERROR(expr)                \
+  do {                                       \
+    ::absl::Status ls_status_ = (expr);      \
+    if (!ls_status_.ok()) return ls_status_; \
   } while (0)
 
 #define ASSIGN_OR_RETURN(lhs, expr) \

@@ -7,7 +7,8 @@
 namespace layerserve::fuzz {
 
 Outcome FuzzActivate(const uint8_t* data, size_t size) {
-  std::optional<v1::ActivateRequest> request = ParseRequest<v1::ActivateRequest>(data, size);
+  std::optional<v1::ActivateRequest> request =
+      ParseRequest<v1::ActivateRequest>(data, size);
   if (!request) return Outcome::kUnparsable;
   absl::StatusOr<ActivateJob> job = ParseActivateRequest(*request);
   if (!job.ok()) {

@@ -65,7 +65,8 @@ class Checker {
       model_[key].push_back({id, rows, now_});
       ++waiting_;
     } else {
-      FUZZ_CHECK(status.code() == absl::StatusCode::kResourceExhausted, status.ToString());
+      FUZZ_CHECK(status.code() == absl::StatusCode::kResourceExhausted,
+                 status.ToString());
       FUZZ_CHECK(task != nullptr, "refused but taken");
     }
     CheckSize();
@@ -117,12 +118,14 @@ class Checker {
       FUZZ_CHECK(!closed.has_value(), "a batch while no queue is closed");
       return false;
     }
-    FUZZ_CHECK(closed.has_value(), absl::StrCat("no batch while ", *want_key, " is closed"));
+    FUZZ_CHECK(closed.has_value(),
+               absl::StrCat("no batch while ", *want_key, " is closed"));
     std::deque<ModelTask>& tasks = model_[closed->key];
     FUZZ_CHECK(!tasks.empty() && (flush || Closed(closed->key, tasks)),
                absl::StrCat("batch from ", closed->key, ", which is not closed"));
-    FUZZ_CHECK(tasks.front().enqueued == oldest,
-               absl::StrCat("batch from ", closed->key, " while an older queue is closed"));
+    FUZZ_CHECK(
+        tasks.front().enqueued == oldest,
+        absl::StrCat("batch from ", closed->key, " while an older queue is closed"));
     FUZZ_CHECK(!closed->tasks.empty(), "an empty batch");
     int64_t rows = 0;
     for (const auto& task : closed->tasks) {
@@ -130,8 +133,9 @@ class Checker {
       const auto* t = static_cast<const FuzzTask*>(task.get());
       const ModelTask want = tasks.front();
       tasks.pop_front();
-      FUZZ_CHECK(t->id() == want.id, absl::StrCat("task ", t->id(), " out of order, expected ",
-                                                  want.id, " in ", closed->key));
+      FUZZ_CHECK(t->id() == want.id,
+                 absl::StrCat("task ", t->id(), " out of order, expected ", want.id,
+                              " in ", closed->key));
       FUZZ_CHECK(task->enqueued() == want.enqueued, "enqueued time");
       rows += want.rows;
     }

@@ -3,8 +3,8 @@
 #include "fuzz/fuzz_check.h"
 #include "fuzz/fuzz_targets.h"
 #include "fuzz/worker.h"
-#include "server/ops/block_forward.h"
 #include "server/models/model_repository.h"
+#include "server/ops/block_forward.h"
 
 namespace layerserve::fuzz {
 namespace {

@@ -12,13 +12,13 @@
 #include "layerserve/v1/layerserve.pb.h"
 #include "server/ops/tensor_codec.h"
 
-#define FUZZ_CHECK(condition, message)                                        \
-  do {                                                                        \
-    if (!(condition)) {                                                       \
-      std::fprintf(stderr, "%s:%d: FUZZ_CHECK(%s) failed: %s\n", __FILE__,    \
-                   __LINE__, #condition, std::string(message).c_str());       \
-      std::abort();                                                           \
-    }                                                                         \
+#define FUZZ_CHECK(condition, message)                                               \
+  do {                                                                               \
+    if (!(condition)) {                                                              \
+      std::fprintf(stderr, "%s:%d: FUZZ_CHECK(%s) failed: %s\n", __FILE__, __LINE__, \
+                   #condition, std::string(message).c_str());                        \
+      std::abort();                                                                  \
+    }                                                                                \
   } while (0)
 
 namespace layerserve::fuzz {

@@ -15,8 +15,9 @@ Outcome FuzzModelConfig(const uint8_t* data, size_t size) {
   if (!config.ok()) {
     FUZZ_CHECK(config.status().code() == absl::StatusCode::kInvalidArgument,
                config.status().ToString());
-    FUZZ_CHECK(config.status().message().find("fuzz/config.json") != absl::string_view::npos,
-               "error does not name the file: " + config.status().ToString());
+    FUZZ_CHECK(
+        config.status().message().find("fuzz/config.json") != absl::string_view::npos,
+        "error does not name the file: " + config.status().ToString());
     return Outcome::kRejected;
   }
   const ModelConfig& c = *config;
@@ -26,7 +27,8 @@ Outcome FuzzModelConfig(const uint8_t* data, size_t size) {
              "a dimension < 1");
   FUZZ_CHECK(c.num_heads % c.num_kv_heads == 0, "kv heads do not divide heads");
   FUZZ_CHECK(std::isfinite(c.norm_epsilon) && c.norm_epsilon >= 0, "norm_epsilon");
-  FUZZ_CHECK(std::isfinite(c.attention_scale) && c.attention_scale > 0, "attention_scale");
+  FUZZ_CHECK(std::isfinite(c.attention_scale) && c.attention_scale > 0,
+             "attention_scale");
   FUZZ_CHECK(c.sliding_window >= 0, "sliding_window");
   if (c.has_rope) {
     FUZZ_CHECK(c.rotary_dim >= 2 && c.rotary_dim % 2 == 0 && c.rotary_dim <= c.head_dim,

@@ -27,7 +27,9 @@ struct Target {
   bool has_rejections;  // Some inputs of this target must be refused.
 };
 
-std::ostream& operator<<(std::ostream& os, const Target& target) { return os << target.name; }
+std::ostream& operator<<(std::ostream& os, const Target& target) {
+  return os << target.name;
+}
 
 const Target kTargets[] = {
     {"normalize", FuzzNormalize, true},
@@ -54,7 +56,8 @@ std::vector<fs::path> FilesIn(const fs::path& dir) {
 
 Outcome Replay(const Target& target, const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string bytes((std::istreambuf_iterator<char>(in)),
+                          std::istreambuf_iterator<char>());
   return target.function(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
 }
 

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cstring>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -20,7 +19,8 @@ namespace {
 // An anonymous in-memory file holding `data`, closed on destruction.
 class MemFile {
  public:
-  MemFile(const uint8_t* data, size_t size) : fd_(memfd_create("safetensors", MFD_CLOEXEC)) {
+  MemFile(const uint8_t* data, size_t size)
+      : fd_(memfd_create("safetensors", MFD_CLOEXEC)) {
     FUZZ_CHECK(fd_ >= 0, "memfd_create");
     size_t written = 0;
     while (written < size) {
@@ -46,7 +46,8 @@ int64_t ServedElementSize(const std::string& dtype) {
 
 Outcome FuzzSafetensors(const uint8_t* data, size_t size) {
   MemFile file(data, size);
-  absl::StatusOr<std::unique_ptr<SafetensorsFile>> opened = SafetensorsFile::Open(file.path());
+  absl::StatusOr<std::unique_ptr<SafetensorsFile>> opened =
+      SafetensorsFile::Open(file.path());
   if (!opened.ok()) {
     FUZZ_CHECK(opened.status().code() == absl::StatusCode::kInvalidArgument,
                opened.status().ToString());
@@ -64,17 +65,19 @@ Outcome FuzzSafetensors(const uint8_t* data, size_t size) {
   const uint64_t payload_bytes = size - 8 - header_bytes;
 
   for (const auto& [name, tensor] : (*opened)->tensors()) {
-    FUZZ_CHECK(header.contains(name) && header.at(name).is_object(), name + ": not in the header");
+    FUZZ_CHECK(header.contains(name) && header.at(name).is_object(),
+               name + ": not in the header");
     const auto& entry = header.at(name);
     const auto& offsets = entry.at("data_offsets");
-    FUZZ_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
-                   offsets[1].is_number_unsigned(),
+    FUZZ_CHECK(offsets.is_array() && offsets.size() == 2 &&
+                   offsets[0].is_number_unsigned() && offsets[1].is_number_unsigned(),
                name + ": accepted data_offsets " + offsets.dump());
     const uint64_t begin = offsets[0].get<uint64_t>();
     const uint64_t end = offsets[1].get<uint64_t>();
     FUZZ_CHECK(begin <= end && end <= payload_bytes, name + ": data outside the file");
     FUZZ_CHECK(tensor.bytes == static_cast<int64_t>(end - begin), name + ": byte count");
-    FUZZ_CHECK(tensor.dtype_name == entry.at("dtype").get<std::string>(), name + ": dtype");
+    FUZZ_CHECK(tensor.dtype_name == entry.at("dtype").get<std::string>(),
+               name + ": dtype");
     FUZZ_CHECK(tensor.shape.size() == entry.at("shape").size(), name + ": rank");
     for (int64_t d : tensor.shape) FUZZ_CHECK(d >= 0, name + ": negative dimension");
     const int64_t element_size = ServedElementSize(tensor.dtype_name);

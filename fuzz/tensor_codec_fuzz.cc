@@ -22,8 +22,8 @@ bool IsNan(ElementType type, const char* bytes) {
   } else {
     uint16_t bits = 0;
     std::memcpy(&bits, bytes, 2);
-    value = type == ElementType::kBfloat16 ? Bfloat16ToFloat32(bits)
-                                                    : Float16ToFloat32(bits);
+    value =
+        type == ElementType::kBfloat16 ? Bfloat16ToFloat32(bits) : Float16ToFloat32(bits);
   }
   return std::isnan(value);
 }
@@ -37,12 +37,14 @@ Outcome FuzzTensorCodec(const uint8_t* data, size_t size) {
   // A narrower rank range must agree wherever the rank is inside it.
   absl::StatusOr<TensorInfo> narrow = ValidateTensor(*tensor, "input", RankRange{2, 3});
   const int rank = tensor->shape_size();
-  if (rank >= 2 && rank <= 3) FUZZ_CHECK(narrow.ok() == info.ok(), "rank ranges disagree");
+  if (rank >= 2 && rank <= 3)
+    FUZZ_CHECK(narrow.ok() == info.ok(), "rank ranges disagree");
   if (!info.ok()) {
     CheckRejection(info.status());
     FUZZ_CHECK(info.status().code() == absl::StatusCode::kInvalidArgument,
                info.status().ToString());
-    FUZZ_CHECK(info.status().message().substr(0, 5) == "input", "error does not name the field");
+    FUZZ_CHECK(info.status().message().substr(0, 5) == "input",
+               "error does not name the field");
     return Outcome::kRejected;
   }
   int64_t elements = 1;
@@ -77,8 +79,8 @@ Outcome FuzzTensorCodec(const uint8_t* data, size_t size) {
              "sum_squares differs from the reference");
 
   v1::Tensor encoded;
-  const int64_t saturated = EncodeTensor(info->shape, decoded->values.data(), elements,
-                                         info->dtype, &encoded);
+  const int64_t saturated =
+      EncodeTensor(info->shape, decoded->values.data(), elements, info->dtype, &encoded);
   FUZZ_CHECK(saturated == 0, "a same-dtype round trip saturated");
   CheckOutputTensor(encoded, info->shape, info->dtype, "encoded");
   const std::string& before = tensor->data();

@@ -83,8 +83,8 @@ EltwiseEntry& ActivationContext::Impl::GetEltwise(Activation act, bool small) {
   const memory::desc md({small ? internal::kOneDnnSmallChunk : internal::kOneDnnChunk},
                         memory::data_type::f32, memory::format_tag::a);
   const EltwiseAlgorithm a = OneDnnAlgorithm(act);
-  const dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                         a.algorithm, md, a.alpha, 0.0f);
+  const dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, a.algorithm,
+                                         md, a.alpha, 0.0f);
   const dnnl::eltwise_forward::primitive_desc pd(desc, engine);
   EltwiseEntry e;
   e.primitive = dnnl::eltwise_forward(pd);

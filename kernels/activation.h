@@ -85,9 +85,8 @@ class ActivationContext {
 // checked as it is read, so that a caller counting NaN and Inf on the input
 // reads it again only when it holds some (an output does not tell: ReLU, sigmoid
 // and tanh send -Inf to finite values).
-void Activate(ActivationContext& ctx, Activation act, const float* x, int64_t n,
-              float* y, ValueStats* output_stats = nullptr,
-              bool* inputs_finite = nullptr);
+void Activate(ActivationContext& ctx, Activation act, const float* x, int64_t n, float* y,
+              ValueStats* output_stats = nullptr, bool* inputs_finite = nullptr);
 void GatedActivate(ActivationContext& ctx, Activation act, const float* gate,
                    const float* up, int64_t rows, int64_t dim, int64_t stride, float* y,
                    ValueStats* output_stats = nullptr, bool* inputs_finite = nullptr);

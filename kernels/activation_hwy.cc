@@ -58,9 +58,9 @@ HWY_INLINE VF Pow2Of(DF d, VF sum) {
 // ReduceByLn2, then exp(r) = 1 + r + r^2 P(r) with P of degree 5, ~1 ulp. The sum
 // needs no subnormal exp: below y = -17 it is 1 either way. So y is clamped to
 // [-86, 89], and 2^n is the bits of the rounding sum shifted into the exponent
-// field, with no range checks: hwy's Exp (two scalings, a range test) and the NaN fix-up around it
-// took about a third more instructions. Above 88.72 the product overflows to +inf
-// as float32's exp does. NaN comes out finite: callers whose numerator is not y's
+// field, with no range checks: hwy's Exp (two scalings, a range test) and the NaN fix-up
+// around it took about a third more instructions. Above 88.72 the product overflows to
+// +inf as float32's exp does. NaN comes out finite: callers whose numerator is not y's
 // NaN itself must put it back (Sigmoid).
 HWY_INLINE VF OnePlusExp(DF d, VF y) {
   y = hn::Min(hn::Max(y, hn::Set(d, -86.0f)), hn::Set(d, 89.0f));
@@ -248,7 +248,8 @@ HWY_INLINE void WriteOutput(size_t n, float* y, bool stream, ValueStats* stats,
   // Values written by `partial`: few, counted one by one.
   const auto partial_with_stats = [&](size_t i, size_t m) {
     partial(i, m);
-    if constexpr (kStats) stats->Merge(ValueStatsReference(y + i, static_cast<int64_t>(m)));
+    if constexpr (kStats)
+      stats->Merge(ValueStatsReference(y + i, static_cast<int64_t>(m)));
   };
   size_t i = 0;
   if (stream) {
@@ -457,8 +458,8 @@ void ActivateHighway(Activation act, const float* x, int64_t n, float* y, bool s
                      ValueStats* stats, bool* inputs_finite) {
   bool unused;
   if (stats != nullptr) *stats = ValueStats();
-  HWY_DYNAMIC_DISPATCH(ActivateImpl)(act, x, n, y, stream, stats,
-                                     inputs_finite != nullptr ? inputs_finite : &unused);
+  HWY_DYNAMIC_DISPATCH(ActivateImpl)
+  (act, x, n, y, stream, stats, inputs_finite != nullptr ? inputs_finite : &unused);
 }
 
 void GatedActivateHighway(Activation act, const float* gate, const float* up,
@@ -466,9 +467,9 @@ void GatedActivateHighway(Activation act, const float* gate, const float* up,
                           bool stream, ValueStats* stats, bool* inputs_finite) {
   bool unused;
   if (stats != nullptr) *stats = ValueStats();
-  HWY_DYNAMIC_DISPATCH(GatedActivateImpl)(
-      act, gate, up, rows, dim, stride, y, stream, stats,
-      inputs_finite != nullptr ? inputs_finite : &unused);
+  HWY_DYNAMIC_DISPATCH(GatedActivateImpl)
+  (act, gate, up, rows, dim, stride, y, stream, stats,
+   inputs_finite != nullptr ? inputs_finite : &unused);
 }
 
 const char* ActivationHighwayTarget() { return HWY_DYNAMIC_DISPATCH(LoopTargetName)(); }

@@ -13,7 +13,7 @@
 namespace layerserve::kernels {
 namespace {
 
-constexpr double kSqrtHalf = 0.70710678118654752440;     // 1/sqrt(2)
+constexpr double kSqrtHalf = 0.70710678118654752440;       // 1/sqrt(2)
 constexpr double kSqrtTwoOverPi = 0.79788456080286535588;  // sqrt(2/pi)
 
 double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }

@@ -1,9 +1,10 @@
+#include "kernels/attention.h"
+
 #include <algorithm>
 #include <map>
 #include <tuple>
 #include <vector>
 
-#include "kernels/attention.h"
 #include "kernels/onednn_engine.h"
 
 namespace layerserve::kernels {
@@ -41,10 +42,10 @@ struct AttentionContext::Impl {
     };
     Primitives p;
     p.scores = dnnl::matmul(dnnl::matmul::primitive_desc(
-        dnnl::matmul::desc(md({kv_heads, group, kRuntime, head_dim}, any4),
-                           md({kv_heads, 1, head_dim, kRuntime},
-                              {kRuntime, kRuntime, 1, kRuntime}),
-                           md({kv_heads, group, kRuntime, kRuntime}, any4)),
+        dnnl::matmul::desc(
+            md({kv_heads, group, kRuntime, head_dim}, any4),
+            md({kv_heads, 1, head_dim, kRuntime}, {kRuntime, kRuntime, 1, kRuntime}),
+            md({kv_heads, group, kRuntime, kRuntime}, any4)),
         CpuEngine()));
     p.mix = dnnl::matmul(dnnl::matmul::primitive_desc(
         dnnl::matmul::desc(md({kv_heads, group, kRuntime, kRuntime}, any4),
@@ -73,17 +74,18 @@ void Attention(AttentionContext& context, const AttentionArgs& a) {
   for (int64_t t0 = 0; t0 < a.tokens; t0 += kQueryBlock) {
     const int64_t tb = std::min(kQueryBlock, a.tokens - t0);
     impl.scores.resize(a.q_heads * tb * s);
-    const memory q = mem({hkv, group, tb, dh}, {group * dh, dh, a.q_stride, 1},
-                         a.q + t0 * a.q_stride);
-    const memory scores = mem({hkv, group, tb, s}, {group * tb * s, tb * s, s, 1},
-                              impl.scores.data());
+    const memory q =
+        mem({hkv, group, tb, dh}, {group * dh, dh, a.q_stride, 1}, a.q + t0 * a.q_stride);
+    const memory scores =
+        mem({hkv, group, tb, s}, {group * tb * s, tb * s, s, 1}, impl.scores.data());
     p.scores.execute(impl.stream,
                      {{DNNL_ARG_SRC, q}, {DNNL_ARG_WEIGHTS, k}, {DNNL_ARG_DST, scores}});
     impl.stream.wait();
     // Row (h, t) of the scores has the limit of query t0 + t.
     impl.row_limits.resize(a.q_heads * tb);
     for (int64_t h = 0; h < a.q_heads; ++h) {
-      std::copy(a.key_limits + t0, a.key_limits + t0 + tb, impl.row_limits.data() + h * tb);
+      std::copy(a.key_limits + t0, a.key_limits + t0 + tb,
+                impl.row_limits.data() + h * tb);
     }
     double* entropy = nullptr;
     if (a.head_entropy != nullptr) {

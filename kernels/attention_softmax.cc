@@ -5,9 +5,9 @@
 #define HWY_TARGET_INCLUDE "kernels/attention_softmax.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Highway must come after foreach_target.h.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -105,7 +105,8 @@ double SoftmaxRow(float* x, int64_t n, int64_t width, float scale) {
   const float inv = static_cast<float>(1.0 / sum);
   const V vinv = hn::Set(d, inv);
   i = 0;
-  for (; i + lanes <= n; i += lanes) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), vinv), d, x + i);
+  for (; i + lanes <= n; i += lanes)
+    hn::StoreU(hn::Mul(hn::LoadU(d, x + i), vinv), d, x + i);
   for (; i < n; ++i) x[i] *= inv;
   std::memset(x + n, 0, (width - n) * sizeof(float));
   return std::log(sum) - dot / sum;

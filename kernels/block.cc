@@ -22,7 +22,8 @@ void BatchLinear(const BlockBatch& batch, BlockKernels& k, const LinearWeights& 
     const int64_t start = batch.starts[b];
     const int64_t rows = batch.starts[e - 1] + batch.tokens[e - 1] - start;
     if (short_run) {
-      LinearFewRows(k.linear, w, x + start * w.in(), rows, y + start * w.out(), k.parallel);
+      LinearFewRows(k.linear, w, x + start * w.in(), rows, y + start * w.out(),
+                    k.parallel);
     } else {
       Linear(k.linear, w, x + start * w.in(), rows, y + start * w.out());
     }
@@ -93,7 +94,8 @@ void AttentionPart(const BlockConfig& c, const BlockWeights& w, const BlockBatch
     const KvCache* cache = batch.caches.empty() ? nullptr : batch.caches[b];
     const int64_t past = cache == nullptr ? 0 : cache->length();
     for (int64_t t = 0; t < tokens; ++t) {
-      k.limits[start + t] = t >= length ? 0 : (batch.causal ? past + t + 1 : past + length);
+      k.limits[start + t] =
+          t >= length ? 0 : (batch.causal ? past + t + 1 : past + length);
     }
     AttentionArgs a;
     a.q_heads = c.num_heads;

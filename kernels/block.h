@@ -26,17 +26,17 @@ namespace layerserve::kernels {
 
 // What the block computes; the same for every block of a model.
 struct BlockConfig {
-  int64_t hidden_size = 0;  // D
-  int64_t num_heads = 0;    // Hq
-  int64_t num_kv_heads = 0;  // Hkv, divides Hq
-  int64_t head_dim = 0;     // Dh
+  int64_t hidden_size = 0;        // D
+  int64_t num_heads = 0;          // Hq
+  int64_t num_kv_heads = 0;       // Hkv, divides Hq
+  int64_t head_dim = 0;           // Dh
   int64_t intermediate_size = 0;  // F
   Activation activation = Activation::kSilu;
-  bool gated_mlp = true;    // down(act(gate(h)) * up(h)), else down(act(fc(h)))
-  bool rms_norm = true;     // else LayerNorm with bias
+  bool gated_mlp = true;            // down(act(gate(h)) * up(h)), else down(act(fc(h)))
+  bool rms_norm = true;             // else LayerNorm with bias
   bool norm_weight_offset = false;  // Gemma: (1 + weight)
   float norm_epsilon = 1e-6f;
-  bool qk_norm = false;     // Qwen3: RMSNorm over each head of q and k, before RoPE
+  bool qk_norm = false;  // Qwen3: RMSNorm over each head of q and k, before RoPE
   bool parallel_residual = false;  // x + attn(norm1(x)) + mlp(norm2(x))
   bool has_rope = true;
   float rope_theta = 10000;
@@ -94,7 +94,7 @@ struct BlockKernels {
   ActivationContext activation;
   std::vector<float> normed, qkv, attn, projected, mlp_in, mlp_hidden;
   std::vector<float> cached_k, cached_v;  // A cached sequence's keys and values.
-  std::vector<int64_t> limits;     // Per row: the keys its query attends to.
+  std::vector<int64_t> limits;            // Per row: the keys its query attends to.
   std::vector<size_t> over_cache;  // Sequences attending over their caches in place.
   // Idle threads that may share the decode-step loops (LinearFewRows' outputs, the
   // sequences attending over their caches); null: this thread alone.

@@ -13,7 +13,9 @@ KvCache::KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, KvCacheType
       type_(type),
       blocks_(layers) {}
 
-int64_t KvCache::BlockBytes() const { return 2 * kKvBlockTokens * width_ * ElementBytes(); }
+int64_t KvCache::BlockBytes() const {
+  return 2 * kKvBlockTokens * width_ * ElementBytes();
+}
 
 int64_t KvCache::bytes() const {
   int64_t blocks = 0;
@@ -67,7 +69,8 @@ void KvCache::Append(int64_t layer, const float* k, const float* v, int64_t stri
       }
     } else {
       for (int64_t i = 0; i < width_; ++i) {
-        static_cast<uint16_t*>(keys)[i * kKvBlockTokens + column] = Float32ToBfloat16(key[i]);
+        static_cast<uint16_t*>(keys)[i * kKvBlockTokens + column] =
+            Float32ToBfloat16(key[i]);
       }
     }
     void* values = const_cast<void*>(ValueBlock(layer, token / kKvBlockTokens));
@@ -92,12 +95,14 @@ void KvCache::Read(int64_t layer, int64_t rows, float* k_out, float* v_out) cons
       }
     } else {
       for (int64_t i = 0; i < width_; ++i) {
-        key[i] = Bfloat16ToFloat32(static_cast<const uint16_t*>(keys)[i * kKvBlockTokens + column]);
+        key[i] = Bfloat16ToFloat32(
+            static_cast<const uint16_t*>(keys)[i * kKvBlockTokens + column]);
       }
     }
     const void* values = ValueBlock(layer, t / kKvBlockTokens);
     for (int64_t h = 0; h < heads; ++h) {
-      ConvertToFloat32(element, At(values, (h * kKvBlockTokens + column) * head_dim_, bytes),
+      ConvertToFloat32(element,
+                       At(values, (h * kKvBlockTokens + column) * head_dim_, bytes),
                        head_dim_, v_out + t * width_ + h * head_dim_);
     }
   }

@@ -75,16 +75,17 @@ void ScoreRows(const void* k, int64_t dh, int64_t n, const float* const* q,
     for (; i + 2 <= dh; i += 2) {
       const V even_q = hn::Set(d, q0[i]), odd_q = hn::Set(d, q0[i + 1]);
       for (int64_t c = 0; c < kRowVecs; ++c) {
-        acc[0][c] =
-            hn::MulAdd(even_q, LoadAt<kBf16>(k, i * kKvBlockTokens + c * lanes), acc[0][c]);
-        odd[c] =
-            hn::MulAdd(odd_q, LoadAt<kBf16>(k, (i + 1) * kKvBlockTokens + c * lanes), odd[c]);
+        acc[0][c] = hn::MulAdd(even_q, LoadAt<kBf16>(k, i * kKvBlockTokens + c * lanes),
+                               acc[0][c]);
+        odd[c] = hn::MulAdd(odd_q, LoadAt<kBf16>(k, (i + 1) * kKvBlockTokens + c * lanes),
+                            odd[c]);
       }
     }
     for (; i < dh; ++i) {
       const V qi = hn::Set(d, q0[i]);
       for (int64_t c = 0; c < kRowVecs; ++c) {
-        acc[0][c] = hn::MulAdd(qi, LoadAt<kBf16>(k, i * kKvBlockTokens + c * lanes), acc[0][c]);
+        acc[0][c] =
+            hn::MulAdd(qi, LoadAt<kBf16>(k, i * kKvBlockTokens + c * lanes), acc[0][c]);
       }
     }
     for (int64_t c = 0; c < kRowVecs; ++c) acc[0][c] = hn::Add(acc[0][c], odd[c]);
@@ -124,10 +125,14 @@ void ForGroupRuns(int64_t g, int64_t group, F f) {
 template <typename F>
 void WithCount(int64_t count, F f) {
   switch (count) {
-    case 4: return f(std::integral_constant<int64_t, 4>());
-    case 3: return f(std::integral_constant<int64_t, 3>());
-    case 2: return f(std::integral_constant<int64_t, 2>());
-    default: return f(std::integral_constant<int64_t, 1>());
+    case 4:
+      return f(std::integral_constant<int64_t, 4>());
+    case 3:
+      return f(std::integral_constant<int64_t, 3>());
+    case 2:
+      return f(std::integral_constant<int64_t, 2>());
+    default:
+      return f(std::integral_constant<int64_t, 1>());
   }
 }
 
@@ -174,7 +179,8 @@ void MixVectors(const void* v, int64_t dh, int64_t n, int64_t offset,
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   V acc[kRows][kCount];
   for (int64_t r = 0; r < kRows; ++r) {
-    for (int64_t c = 0; c < kCount; ++c) acc[r][c] = hn::LoadU(d, out[r] + offset + c * lanes);
+    for (int64_t c = 0; c < kCount; ++c)
+      acc[r][c] = hn::LoadU(d, out[r] + offset + c * lanes);
   }
   for (int64_t j = 0; j < n; ++j) {
     V w[kRows];
@@ -185,7 +191,8 @@ void MixVectors(const void* v, int64_t dh, int64_t n, int64_t offset,
     }
   }
   for (int64_t r = 0; r < kRows; ++r) {
-    for (int64_t c = 0; c < kCount; ++c) hn::StoreU(acc[r][c], d, out[r] + offset + c * lanes);
+    for (int64_t c = 0; c < kCount; ++c)
+      hn::StoreU(acc[r][c], d, out[r] + offset + c * lanes);
   }
 }
 
@@ -204,12 +211,14 @@ void MixRows(const void* v, int64_t dh, int64_t n, const float* const* weights,
   }
   if (c0 < vectors) {
     WithCount(vectors - c0, [&](auto count) {
-      MixVectors<kBf16, kRows, decltype(count)::value>(v, dh, n, c0 * lanes, weights, out);
+      MixVectors<kBf16, kRows, decltype(count)::value>(v, dh, n, c0 * lanes, weights,
+                                                       out);
     });
   }
   for (int64_t r = 0; r < kRows; ++r) {
     for (int64_t c = vectors * lanes; c < dh; ++c) {  // Dims that fill no vector.
-      for (int64_t j = 0; j < n; ++j) out[r][c] += weights[r][j] * ValueAt<kBf16>(v, j * dh + c);
+      for (int64_t j = 0; j < n; ++j)
+        out[r][c] += weights[r][j] * ValueAt<kBf16>(v, j * dh + c);
     }
   }
 }
@@ -264,7 +273,8 @@ void Attend(const AttentionArgs& a, const KvCache& cache, int64_t layer,
   MaskedSoftmaxRows(s.scores.data(), rows, a.keys, s.limits.data(), a.scale, entropy);
   if (entropy != nullptr) {
     for (int64_t h = 0; h < a.q_heads; ++h) {
-      for (int64_t t = 0; t < a.tokens; ++t) a.head_entropy[h] += entropy[h * a.tokens + t];
+      for (int64_t t = 0; t < a.tokens; ++t)
+        a.head_entropy[h] += entropy[h * a.tokens + t];
     }
   }
   Mix<kBf16>(a, cache, layer, s.scores.data());

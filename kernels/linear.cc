@@ -59,7 +59,7 @@ internal::FewRowsWeights FewRowsLayout(const memory& weights, Dt dt, const float
 
 struct LinearWeights::Packed {
   memory weights;
-  memory bias;  // [1, out] float32, zeros when the layer has none.
+  memory bias;                        // [1, out] float32, zeros when the layer has none.
   internal::FewRowsWeights few_rows;  // data null: LinearFewRows falls back.
 };
 
@@ -113,11 +113,9 @@ struct LinearContext::Impl {
     entry.matmul = dnnl::matmul(
         MatmulDesc(rows, w.in(), w.out(), dt, w.packed().weights.get_desc()));
     if (dt == Dt::bf16) {
-      entry.to_bf16 = dnnl::reorder(
-          dnnl::reorder::primitive_desc(CpuEngine(),
-                                        memory::desc({rows, w.in()}, Dt::f32, Tag::ab),
-                                        CpuEngine(),
-                                        memory::desc({rows, w.in()}, Dt::bf16, Tag::ab)));
+      entry.to_bf16 = dnnl::reorder(dnnl::reorder::primitive_desc(
+          CpuEngine(), memory::desc({rows, w.in()}, Dt::f32, Tag::ab), CpuEngine(),
+          memory::desc({rows, w.in()}, Dt::bf16, Tag::ab)));
     }
     return entries.emplace(key, std::move(entry)).first->second;
   }
@@ -132,7 +130,8 @@ void Linear(LinearContext& context, const LinearWeights& w, const float* x, int6
   LinearContext::Impl::Entry& entry = impl.Get(w, rows);
   const dnnl::engine& engine = CpuEngine();
   const Dt dt = DataType(w.type());
-  memory src(memory::desc({rows, w.in()}, Dt::f32, Tag::ab), engine, const_cast<float*>(x));
+  memory src(memory::desc({rows, w.in()}, Dt::f32, Tag::ab), engine,
+             const_cast<float*>(x));
   if (dt == Dt::bf16) {
     impl.bf16_src.resize(rows * w.in());
     memory converted(memory::desc({rows, w.in()}, Dt::bf16, Tag::ab), engine,
@@ -155,7 +154,8 @@ void LinearFewRows(LinearContext& context, const LinearWeights& w, const float* 
   // Threads split the 64-output blocks (each reads its own share of the weights) in
   // up to kChunks pieces taken in turn, so a thread that joins late takes fewer.
   constexpr int64_t kChunks = 8;
-  const int64_t blocks = (few.out + internal::kFewRowsBlockOut - 1) / internal::kFewRowsBlockOut;
+  const int64_t blocks =
+      (few.out + internal::kFewRowsBlockOut - 1) / internal::kFewRowsBlockOut;
   const int64_t per_chunk = (blocks + kChunks - 1) / kChunks;
   const int64_t chunks = (blocks + per_chunk - 1) / per_chunk;
   auto end_of = [&](int64_t c) { return std::min(blocks, (c + 1) * per_chunk); };
@@ -188,7 +188,9 @@ bool FewRowsDpbf16Supported() {
   return supported;
 }
 
-const FewRowsWeights& FewRowsLayoutOf(const LinearWeights& w) { return w.packed().few_rows; }
+const FewRowsWeights& FewRowsLayoutOf(const LinearWeights& w) {
+  return w.packed().few_rows;
+}
 }  // namespace internal
 
 void LinearReference(const float* weight, const float* bias, int64_t out, int64_t in,

@@ -42,8 +42,8 @@ void Tile(const FewRowsWeights& w, const float* x, int64_t nb, float* y) {
     }
     for (int64_t m = 0; m < kTile; ++m) acc[m][v] = hn::Load(d, bias);
   }
-  const auto* column = static_cast<const char*>(w.data) +
-                       nb * w.n_block_stride * (kBf16 ? 2 : 4);
+  const auto* column =
+      static_cast<const char*>(w.data) + nb * w.n_block_stride * (kBf16 ? 2 : 4);
   for (int64_t k0 = 0; k0 < w.in; k0 += w.k_block) {
     const auto* block = column + (k0 / w.k_block) * w.k_block_stride * (kBf16 ? 2 : 4);
     const int64_t kn = std::min(w.k_block, w.in - k0);
@@ -63,7 +63,8 @@ void Tile(const FewRowsWeights& w, const float* x, int64_t nb, float* y) {
           if (k + 1 < kn) {
             const V odd = hn::BitCast(d, hn::And(u, high));
             for (int64_t m = 0; m < kTile; ++m) {
-              acc[m][v] = hn::MulAdd(hn::Set(d, x[m * w.in + k0 + k + 1]), odd, acc[m][v]);
+              acc[m][v] =
+                  hn::MulAdd(hn::Set(d, x[m * w.in + k0 + k + 1]), odd, acc[m][v]);
             }
           }
         }
@@ -103,9 +104,16 @@ void Run(const FewRowsWeights& w, const float* x, int64_t rows, int64_t nb_begin
     }
     // The last rows in one pass too, so the weights are read once per call.
     switch (kRowTile == 4 ? rows - m : 0) {
-      case 3: Tile<kBf16, 3>(w, x + m * w.in, nb, y + m * w.out); m += 3; break;
-      case 2: Tile<kBf16, 2>(w, x + m * w.in, nb, y + m * w.out); m += 2; break;
-      default: break;
+      case 3:
+        Tile<kBf16, 3>(w, x + m * w.in, nb, y + m * w.out);
+        m += 3;
+        break;
+      case 2:
+        Tile<kBf16, 2>(w, x + m * w.in, nb, y + m * w.out);
+        m += 2;
+        break;
+      default:
+        break;
     }
     for (; m < rows; ++m) Tile<kBf16, 1>(w, x + m * w.in, nb, y + m * w.out);
   }

@@ -25,7 +25,8 @@ constexpr int64_t kRowTile = 6;  // 24 accumulators + 4 weight vectors: 28 of 32
 // One tile of `kTile` rows of x pairs (row stride `pairs` words) against block
 // column nb.
 template <int64_t kTile>
-void Tile(const FewRowsWeights& w, const uint32_t* x, int64_t pairs, int64_t nb, float* y) {
+void Tile(const FewRowsWeights& w, const uint32_t* x, int64_t pairs, int64_t nb,
+          float* y) {
   const int64_t n0 = nb * kFewRowsBlockOut;
   __m512 acc[kTile][kVecs];
   for (int64_t v = 0; v < kVecs; ++v) {
@@ -65,7 +66,8 @@ void Tile(const FewRowsWeights& w, const uint32_t* x, int64_t pairs, int64_t nb,
 
 }  // namespace
 
-void PackBfloat16Pairs(const float* x, int64_t rows, int64_t in, std::vector<uint32_t>& packed) {
+void PackBfloat16Pairs(const float* x, int64_t rows, int64_t in,
+                       std::vector<uint32_t>& packed) {
   // Word p of a row holds k = 2p (low half) and 2p + 1 (high half), the order of
   // the weights' pairs: the row's bfloat16 values in order. Sixteen at a time with
   // Float32ToBfloat16's own integer rounding (not VCVTNE2PS2BF16, which flushes
@@ -73,7 +75,8 @@ void PackBfloat16Pairs(const float* x, int64_t rows, int64_t in, std::vector<uin
   // a 32-session decode step.
   const int64_t pairs = in / 2;
   packed.resize(rows * pairs);
-  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF),
+                inf = _mm512_set1_epi32(0x7F800000);
   const __m512i half = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1);
   const __m512i quiet = _mm512_set1_epi32(0x0040);
   // The zero-masked forms: GCC 12's plain ones read an "undefined" register and
@@ -87,10 +90,12 @@ void PackBfloat16Pairs(const float* x, int64_t rows, int64_t in, std::vector<uin
       const __m512i u = _mm512_loadu_si512(row + k);
       const __m512i high = _mm512_maskz_srli_epi32(kAll, u, 16);
       const __m512i rounded = _mm512_maskz_srli_epi32(
-          kAll, _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(high, one))), 16);
+          kAll, _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(high, one))),
+          16);
       const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, magnitude), inf);
       const __m512i bits = _mm512_mask_or_epi32(rounded, nan, high, quiet);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), _mm512_maskz_cvtepi32_epi16(kAll, bits));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k),
+                          _mm512_maskz_cvtepi32_epi16(kAll, bits));
     }
     for (; k < 2 * pairs; ++k) out[k] = Float32ToBfloat16(row[k]);
   }
@@ -107,12 +112,23 @@ void LinearFewRowsDpbf16Blocks(const FewRowsWeights& w, const uint32_t* x, int64
     const uint32_t* xm = x + m * pairs;
     float* ym = y + m * w.out;
     switch (rows - m) {
-      case 5: Tile<5>(w, xm, pairs, nb, ym); break;
-      case 4: Tile<4>(w, xm, pairs, nb, ym); break;
-      case 3: Tile<3>(w, xm, pairs, nb, ym); break;
-      case 2: Tile<2>(w, xm, pairs, nb, ym); break;
-      case 1: Tile<1>(w, xm, pairs, nb, ym); break;
-      default: break;
+      case 5:
+        Tile<5>(w, xm, pairs, nb, ym);
+        break;
+      case 4:
+        Tile<4>(w, xm, pairs, nb, ym);
+        break;
+      case 3:
+        Tile<3>(w, xm, pairs, nb, ym);
+        break;
+      case 2:
+        Tile<2>(w, xm, pairs, nb, ym);
+        break;
+      case 1:
+        Tile<1>(w, xm, pairs, nb, ym);
+        break;
+      default:
+        break;
     }
   }
 }

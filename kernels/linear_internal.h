@@ -45,7 +45,8 @@ const FewRowsWeights& FewRowsLayoutOf(const LinearWeights& w);
 // that have AVX512_BF16, from x as PackBfloat16Pairs left it. REQUIRES: w.bf16,
 // w.in even, FewRowsDpbf16Supported().
 bool FewRowsDpbf16Supported();
-void PackBfloat16Pairs(const float* x, int64_t rows, int64_t in, std::vector<uint32_t>& packed);
+void PackBfloat16Pairs(const float* x, int64_t rows, int64_t in,
+                       std::vector<uint32_t>& packed);
 void LinearFewRowsDpbf16Blocks(const FewRowsWeights& w, const uint32_t* x, int64_t rows,
                                int64_t nb_begin, int64_t nb_end, float* y);
 

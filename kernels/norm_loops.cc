@@ -145,8 +145,8 @@ template <bool kCentered, Scale kScale, bool kShift, bool kResidual, bool kStrea
           bool kStats>
 struct Output {
   float pivot, offset, rstd;
-  const float* w;  // [n], or null when kScale is kNone.
-  const float* b;  // [n], or null when kShift is false.
+  const float* w;     // [n], or null when kScale is kNone.
+  const float* b;     // [n], or null when kShift is false.
   ValueTally* tally;  // Tallies every value written when kStats; else unused.
 
   void Row(const float* x, const float* r, float* s_out, size_t n, float* y) const {
@@ -295,7 +295,8 @@ void RmsNormRowsT(const float* x, int64_t rows, int64_t dim, const NormParams& p
       NanRow<kResidual, kStats>(x_row, r_row, s_row, n, y_row, stats);
       continue;
     }
-    const Output</*kCentered=*/false, kScale, /*kShift=*/false, kResidual, kStream, kStats>
+    const Output</*kCentered=*/false, kScale, /*kShift=*/false, kResidual, kStream,
+                 kStats>
         out{0.0f, 0.0f, rstd, p.weight, nullptr, &tally};
     out.Row(x_row, r_row, s_row, n, y_row);
     if constexpr (kStats) tally.Fold(y_row, n, stats);

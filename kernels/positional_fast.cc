@@ -470,7 +470,8 @@ void Sinusoidal(PositionalContext& ctx, const float* x, const int64_t* positions
   Frequencies& f = ctx.impl().GetFrequencies(dim, base);
   const bool interleaved = layout == SinusoidalLayout::kInterleaved;
   if (x != nullptr) {
-    if (const float* table = ctx.impl().TableCovering(f, positions, rows, dim, interleaved)) {
+    if (const float* table =
+            ctx.impl().TableCovering(f, positions, rows, dim, interleaved)) {
       HWY_DYNAMIC_DISPATCH(LearnedRows)(x, positions, rows, dim, table, y, output_stats);
       return;
     }

@@ -164,8 +164,8 @@ void ApplyRopeStyled(const float* x, float* y, const RopeGeometry& g, const floa
   // A local copy, stored back at the end (see OutputTally); the lambda is forced
   // inline, as a call would take the local's address.
   Tally tally = tally_out;
-  const auto rotate = [&](int64_t b, int64_t h,
-                          int64_t t) __attribute__((always_inline)) {
+  const auto rotate = [&](int64_t b, int64_t h, int64_t t)
+      __attribute__((always_inline)) {
     const int64_t offset = b * g.batch_stride + h * g.head_stride + t * g.token_stride;
     const int64_t table = b * g.table_batch_stride + t * g.rotary_dim;
     if (kStyle == RopeStyle::kHalf) {

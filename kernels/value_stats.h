@@ -15,8 +15,8 @@ struct ValueStats {
   int64_t count = 0;  // Values seen, finite or not.
   int64_t nan = 0;
   int64_t inf = 0;
-  float abs_max = 0;        // Over finite values.
-  double sum_squares = 0;   // Over finite values.
+  float abs_max = 0;       // Over finite values.
+  double sum_squares = 0;  // Over finite values.
 
   int64_t finite() const { return count - nan - inf; }
   // Root mean square of the finite values; 0 when there are none.

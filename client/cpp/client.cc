@@ -49,10 +49,10 @@ absl::Status ValidateRetry(const RetryPolicy& p) {
         absl::StrCat("retry.max_attempts must be >= 1, got ", p.max_attempts));
   }
   if (p.initial_backoff <= absl::ZeroDuration() || p.max_backoff < p.initial_backoff) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "retry backoff needs 0 < initial_backoff <= max_backoff, got ",
-        absl::FormatDuration(p.initial_backoff), " and ",
-        absl::FormatDuration(p.max_backoff)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("retry backoff needs 0 < initial_backoff <= max_backoff, got ",
+                     absl::FormatDuration(p.initial_backoff), " and ",
+                     absl::FormatDuration(p.max_backoff)));
   }
   if (!(p.multiplier >= 1) || !(p.jitter >= 0 && p.jitter <= 1)) {
     return absl::InvalidArgumentError(
@@ -79,10 +79,9 @@ absl::Status CheckSessionId(absl::string_view id) {
 absl::Duration RetryBackoff(const RetryPolicy& policy, int retry, double unit) {
   // Grow in floating point and clamp before converting, so a large retry count
   // cannot overflow.
-  const double base = std::min(
-      absl::ToDoubleSeconds(policy.initial_backoff) *
-          std::pow(policy.multiplier, std::max(retry - 1, 0)),
-      absl::ToDoubleSeconds(policy.max_backoff));
+  const double base = std::min(absl::ToDoubleSeconds(policy.initial_backoff) *
+                                   std::pow(policy.multiplier, std::max(retry - 1, 0)),
+                               absl::ToDoubleSeconds(policy.max_backoff));
   return absl::Seconds(base * (1 + policy.jitter * (2 * unit - 1)));
 }
 
@@ -90,8 +89,8 @@ absl::StatusOr<std::string> ChannelTarget(absl::string_view target) {
   target = absl::StripAsciiWhitespace(target);
   if (target.empty()) return absl::InvalidArgumentError("the target is empty");
   // A URI (scheme:...) or a single address: gRPC's resolvers take it as it is.
-  if (target.find(',') == absl::string_view::npos ||
-      absl::StartsWith(target, "ipv4:") || absl::StartsWith(target, "ipv6:")) {
+  if (target.find(',') == absl::string_view::npos || absl::StartsWith(target, "ipv4:") ||
+      absl::StartsWith(target, "ipv6:")) {
     return std::string(target);
   }
   std::vector<std::string> addresses =
@@ -163,7 +162,8 @@ absl::Status Client::Call(
     const grpc::Status status = attempt(&context);
     if (status.ok()) return absl::OkStatus();
     absl::Status error = FromGrpcStatus(status);
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE || n >= policy.max_attempts) {
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        n >= policy.max_attempts) {
       return error;
     }
     if (!random) random.emplace();

@@ -20,13 +20,13 @@
 #ifndef LAYERSERVE_CLIENT_CPP_CLIENT_H_
 #define LAYERSERVE_CLIENT_CPP_CLIENT_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -63,9 +63,9 @@ absl::Duration RetryBackoff(const RetryPolicy& policy, int retry, double unit);
 
 // One failed attempt that will be retried, for logging.
 struct RetryEvent {
-  const char* method;    // RPC name, e.g. "Normalize".
-  int attempt;           // The attempt that failed, 1-based.
-  absl::Status status;   // Its error (UNAVAILABLE).
+  const char* method;      // RPC name, e.g. "Normalize".
+  int attempt;             // The attempt that failed, 1-based.
+  absl::Status status;     // Its error (UNAVAILABLE).
   absl::Duration backoff;  // The wait before the next attempt.
 };
 

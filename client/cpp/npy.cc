@@ -201,8 +201,7 @@ uint32_t LoadLittleEndian(const char* p, int size) {
 
 absl::StatusOr<ElementType> ParseDescr(const std::string& descr) {
   if (descr.size() == 3 && descr[1] == 'f' && (descr[2] == '4' || descr[2] == '2')) {
-    auto type =
-        descr[2] == '4' ? ElementType::kFloat32 : ElementType::kFloat16;
+    auto type = descr[2] == '4' ? ElementType::kFloat32 : ElementType::kFloat16;
     if (descr[0] == '<' || descr[0] == '|' || descr[0] == '=') return type;
     if (descr[0] == '>') {
       return absl::InvalidArgumentError(absl::StrCat(

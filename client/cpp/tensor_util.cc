@@ -12,15 +12,14 @@ namespace layerserve::client {
 namespace {
 
 // `count` values of `from` in `src` as `to`, copied unchanged when the types match.
-std::string ConvertValues(ElementType from, const std::string& src,
-                          int64_t count, ElementType to, int64_t* saturated) {
+std::string ConvertValues(ElementType from, const std::string& src, int64_t count,
+                          ElementType to, int64_t* saturated) {
   if (saturated != nullptr) *saturated = 0;
   if (from == to) return src;
   std::vector<float> values(count);
   ConvertToFloat32(from, src.data(), count, values.data());
   std::string out(count * ElementSize(to), '\0');
-  const int64_t overflowed =
-      ConvertFromFloat32(to, values.data(), count, out.data());
+  const int64_t overflowed = ConvertFromFloat32(to, values.data(), count, out.data());
   if (saturated != nullptr) *saturated = overflowed;
   return out;
 }
@@ -68,8 +67,7 @@ absl::StatusOr<v1::Tensor> TensorFromNpy(const NpyArray& array, v1::DataType wir
   return tensor;
 }
 
-absl::StatusOr<NpyArray> NpyFromTensor(const v1::Tensor& tensor,
-                                       ElementType npy_dtype,
+absl::StatusOr<NpyArray> NpyFromTensor(const v1::Tensor& tensor, ElementType npy_dtype,
                                        int64_t* saturated) {
   if (npy_dtype == ElementType::kBfloat16) {
     return absl::InvalidArgumentError("bfloat16 has no .npy dtype");
@@ -104,8 +102,7 @@ absl::StatusOr<NpyArray> NpyFromTensor(const v1::Tensor& tensor,
 
 absl::StatusOr<v1::Tensor> TensorFromFloats(absl::Span<const float> values,
                                             absl::Span<const int64_t> shape,
-                                            v1::DataType wire_dtype,
-                                            int64_t* saturated) {
+                                            v1::DataType wire_dtype, int64_t* saturated) {
   NpyArray array;
   array.shape.assign(shape.begin(), shape.end());
   int64_t elements = 1;
@@ -117,9 +114,9 @@ absl::StatusOr<v1::Tensor> TensorFromFloats(absl::Span<const float> values,
     elements *= dim;
   }
   if (elements != static_cast<int64_t>(values.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shape [", absl::StrJoin(shape, ","), "] does not hold ",
-                     values.size(), " values"));
+    return absl::InvalidArgumentError(absl::StrCat("shape [", absl::StrJoin(shape, ","),
+                                                   "] does not hold ", values.size(),
+                                                   " values"));
   }
   array.data.assign(reinterpret_cast<const char*>(values.data()),
                     values.size() * sizeof(float));

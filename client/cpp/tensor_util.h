@@ -34,10 +34,9 @@ absl::StatusOr<v1::Tensor> TensorFromNpy(const NpyArray& array, v1::DataType wir
 // malformed: unknown dtype, a negative dimension, or a byte count that does not
 // match its shape, e.g. "shape [2,3] FLOAT32 needs 24 bytes, got 20". `saturated` as
 // above.
-absl::StatusOr<NpyArray> NpyFromTensor(
-    const v1::Tensor& tensor,
-    ElementType npy_dtype = ElementType::kFloat32,
-    int64_t* saturated = nullptr);
+absl::StatusOr<NpyArray> NpyFromTensor(const v1::Tensor& tensor,
+                                       ElementType npy_dtype = ElementType::kFloat32,
+                                       int64_t* saturated = nullptr);
 
 // float32 `values` of `shape` (row-major) as a Tensor of `wire_dtype`, rounded to
 // nearest even for the 16-bit types. INVALID_ARGUMENT if the shape has a negative

@@ -7,9 +7,9 @@ namespace layerserve {
 absl::Status BatchQueues::Schedule(const std::string& key,
                                    std::unique_ptr<BatchTask>& task, absl::Time now) {
   if (size_ >= options_.max_queue_size) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("server busy: ", size_, " requests already queued (--max-queue-size=",
-                     options_.max_queue_size, "); retry later or on another replica"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "server busy: ", size_, " requests already queued (--max-queue-size=",
+        options_.max_queue_size, "); retry later or on another replica"));
   }
   task->enqueued_ = now;
   Queue& queue = queues_[key];

@@ -114,7 +114,7 @@ class BatchQueues {
   };
   struct Holds {
     int count = 0;
-    int64_t tasks = 0;  // In the held batches released so far.
+    int64_t tasks = 0;    // In the held batches released so far.
     absl::Duration took;  // The longest of them.
     bool gather = false;  // Whether any of them asked to gather.
   };

@@ -83,7 +83,8 @@ class Batcher : public kernels::ParallelFor {
   bool TryRunInline(std::unique_ptr<BatchTask>& task) {
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_ || queues_.size() > 0 || running_ + helping_ >= num_threads_) return false;
+      if (stopping_ || queues_.size() > 0 || running_ + helping_ >= num_threads_)
+        return false;
       ++running_;
     }
     task->enqueued_ = absl::Now();
@@ -189,7 +190,8 @@ class Batcher : public kernels::ParallelFor {
         wake_.Wait(&mu_);
         continue;
       }
-      std::optional<BatchQueues::Closed> closed = queues_.TakeClosed(absl::Now(), stopping_);
+      std::optional<BatchQueues::Closed> closed =
+          queues_.TakeClosed(absl::Now(), stopping_);
       if (closed) {
         ObserveDepth();
         ++running_;

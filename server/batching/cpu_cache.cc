@@ -11,12 +11,17 @@ int64_t ParseCacheSize(const char* text) {
   const long long value = std::strtoll(text, &end, 10);
   if (end == text || value <= 0) return 0;
   switch (*end) {
-    case 'K': return value << 10;
-    case 'M': return value << 20;
-    case 'G': return value << 30;
+    case 'K':
+      return value << 10;
+    case 'M':
+      return value << 20;
+    case 'G':
+      return value << 30;
     case '\0':
-    case '\n': return value;
-    default: return 0;
+    case '\n':
+      return value;
+    default:
+      return 0;
   }
 }
 

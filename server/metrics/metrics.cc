@@ -13,8 +13,8 @@ namespace {
 // prefill).
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
   static const auto* const kBuckets = new prometheus::Histogram::BucketBoundaries{
-      25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3,   2.5e-3, 5e-3, 10e-3,
-      25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0,    2.5,    5.0,  10.0};
+      25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3,
+      25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0,  2.5,    5.0,  10.0};
   return *kBuckets;
 }
 
@@ -44,9 +44,12 @@ const prometheus::Histogram::BucketBoundaries& EntropyBuckets() {
 
 const char* DtypeLabel(ElementType type) {
   switch (type) {
-    case ElementType::kBfloat16: return "bfloat16";
-    case ElementType::kFloat16: return "float16";
-    case ElementType::kFloat32: break;
+    case ElementType::kBfloat16:
+      return "bfloat16";
+    case ElementType::kFloat16:
+      return "float16";
+    case ElementType::kFloat32:
+      break;
   }
   return "float32";
 }
@@ -87,27 +90,47 @@ std::string OnednnVersion() {
 // The instruction set oneDNN dispatches to on this machine.
 std::string OnednnIsa() {
   switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::sse41: return "sse41";
-    case dnnl::cpu_isa::avx: return "avx";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    default: return "other";
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
   }
 }
 
 }  // namespace
 
 std::string StatusCodeName(grpc::StatusCode code) {
-  static const char* const kNames[] = {
-      "OK",           "CANCELLED",         "UNKNOWN",           "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND",    "ALREADY_EXISTS",    "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",   "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",         "UNAVAILABLE",       "DATA_LOSS",
-      "UNAUTHENTICATED"};
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
   const int index = static_cast<int>(code);
   if (index < 0 || index >= static_cast<int>(std::size(kNames))) return "UNKNOWN";
   return kNames[index];
@@ -272,7 +295,8 @@ Metrics::MethodSeries& Metrics::Series(absl::string_view method) {
 void Metrics::RequestStarted(absl::string_view method, int64_t request_bytes) {
   inflight_.Increment();
   Series(method)
-      .request_bytes.Get([&]() -> auto& {
+      .request_bytes
+      .Get([&]() -> auto& {
         return request_bytes_.Add({{"method", std::string(method)}});
       })
       .Increment(static_cast<double>(request_bytes));
@@ -303,7 +327,9 @@ void Metrics::RequestFinished(absl::string_view method, grpc::StatusCode code,
   }
 }
 
-void Metrics::SetQueueDepth(int64_t depth) { queue_depth_.Set(static_cast<double>(depth)); }
+void Metrics::SetQueueDepth(int64_t depth) {
+  queue_depth_.Set(static_cast<double>(depth));
+}
 
 void Metrics::BatchTaken(absl::string_view method, int64_t size, int64_t rows) {
   MethodSeries& series = Series(method);

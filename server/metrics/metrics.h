@@ -9,17 +9,17 @@
 #ifndef LAYERSERVE_SERVER_METRICS_METRICS_H_
 #define LAYERSERVE_SERVER_METRICS_METRICS_H_
 
-#include <atomic>
-#include <cstdint>
-#include <memory>
-#include <string>
-
 #include <grpcpp/support/status.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"

@@ -1,10 +1,9 @@
 #include "server/models/checkpoint.h"
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -36,8 +35,8 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir) {
   std::set<std::string> shards;
   for (auto& [name, shard] : index["weight_map"].items()) {
     if (!shard.is_string() || shard.get<std::string>().find('/') != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          index_path, ": weight_map[\"", name, "\"] must name a file in ", dir));
+      return absl::InvalidArgumentError(absl::StrCat(index_path, ": weight_map[\"", name,
+                                                     "\"] must name a file in ", dir));
     }
     shards.insert(shard.get<std::string>());
   }

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
@@ -13,7 +12,6 @@ namespace layerserve {
 namespace {
 
 constexpr int64_t kMaxConfigInt = (int64_t{1} << 31) - 1;
-
 
 using nlohmann::json;
 
@@ -40,8 +38,8 @@ class ConfigReader {
       const json& v = root_[key];
       if (!v.is_number_integer() || v.get<int64_t>() < 1 ||
           v.get<int64_t>() > kMaxConfigInt) {
-        return Error(key, absl::StrCat("must be a positive integer below 2^31, got ",
-                                       v.dump()));
+        return Error(
+            key, absl::StrCat("must be a positive integer below 2^31, got ", v.dump()));
       }
       return v.get<int64_t>();
     }
@@ -146,8 +144,9 @@ absl::Status ParseRopeScaling(const ConfigReader& reader, int64_t max_positions,
     return reader.Error("rope_scaling.factor",
                         absl::StrCat(scaling->factor, " must be >= 1"));
   }
-  ASSIGN_OR_RETURN(scaling->original_max_position_embeddings,
-                   sub.PositiveIntOr({"original_max_position_embeddings"}, max_positions));
+  ASSIGN_OR_RETURN(
+      scaling->original_max_position_embeddings,
+      sub.PositiveIntOr({"original_max_position_embeddings"}, max_positions));
   ASSIGN_OR_RETURN(scaling->beta_fast, sub.FloatOr({"beta_fast"}, 32));
   ASSIGN_OR_RETURN(scaling->beta_slow, sub.FloatOr({"beta_slow"}, 1));
   if (sub.Has("attention_factor")) {
@@ -191,7 +190,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
     ASSIGN_OR_RETURN(c.hidden_size, r.PositiveInt({"n_embd", "hidden_size"}));
     ASSIGN_OR_RETURN(c.num_layers, r.PositiveInt({"n_layer", "num_hidden_layers"}));
     ASSIGN_OR_RETURN(c.num_heads, r.PositiveInt({"n_head", "num_attention_heads"}));
-    ASSIGN_OR_RETURN(c.intermediate_size, r.PositiveIntOr({"n_inner"}, 4 * c.hidden_size));
+    ASSIGN_OR_RETURN(c.intermediate_size,
+                     r.PositiveIntOr({"n_inner"}, 4 * c.hidden_size));
     ASSIGN_OR_RETURN(c.max_position_embeddings,
                      r.PositiveIntOr({"n_positions", "max_position_embeddings"}, 1024));
     ASSIGN_OR_RETURN(std::string act, r.StringOr({"activation_function"}, "gelu_new"));
@@ -203,7 +203,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
     c.qkv_bias = c.output_bias = c.mlp_bias = true;
     c.has_rope = false;
     ASSIGN_OR_RETURN(scale_attention, r.BoolOr("scale_attn_weights", true));
-    ASSIGN_OR_RETURN(const bool by_layer, r.BoolOr("scale_attn_by_inverse_layer_idx", false));
+    ASSIGN_OR_RETURN(const bool by_layer,
+                     r.BoolOr("scale_attn_by_inverse_layer_idx", false));
     if (by_layer) {
       return r.Error("scale_attn_by_inverse_layer_idx", "true is not served");
     }
@@ -211,7 +212,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
     ASSIGN_OR_RETURN(c.hidden_size, r.PositiveInt({"hidden_size"}));
     ASSIGN_OR_RETURN(c.num_layers, r.PositiveInt({"num_hidden_layers"}));
     ASSIGN_OR_RETURN(c.num_heads, r.PositiveInt({"num_attention_heads"}));
-    ASSIGN_OR_RETURN(c.num_kv_heads, r.PositiveIntOr({"num_key_value_heads"}, c.num_heads));
+    ASSIGN_OR_RETURN(c.num_kv_heads,
+                     r.PositiveIntOr({"num_key_value_heads"}, c.num_heads));
     ASSIGN_OR_RETURN(c.intermediate_size, r.PositiveInt({"intermediate_size"}));
     ASSIGN_OR_RETURN(c.max_position_embeddings,
                      r.PositiveIntOr({"max_position_embeddings"}, 2048));
@@ -224,7 +226,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
       act_key = "hidden_activation";
       ASSIGN_OR_RETURN(act, r.StringOr({"hidden_activation"}, "gelu_pytorch_tanh"));
     } else {
-      ASSIGN_OR_RETURN(act, r.StringOr({"hidden_act"}, type == "gpt_neox" ? "gelu" : "silu"));
+      ASSIGN_OR_RETURN(act,
+                       r.StringOr({"hidden_act"}, type == "gpt_neox" ? "gelu" : "silu"));
     }
     ASSIGN_OR_RETURN(c.activation, ParseActivation(r, act_key, act));
   }
@@ -241,8 +244,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
     c.norm_weight_offset = type == "gemma";
     const bool free_head_dim = type == "gemma" || type == "qwen3" || r.Has("head_dim");
     if (free_head_dim) {
-      ASSIGN_OR_RETURN(c.head_dim, r.PositiveIntOr({"head_dim"},
-                                                   c.hidden_size / c.num_heads));
+      ASSIGN_OR_RETURN(c.head_dim,
+                       r.PositiveIntOr({"head_dim"}, c.hidden_size / c.num_heads));
     }
   }
   if (c.family == BlockFamily::kGptNeox) {
@@ -295,7 +298,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text,
   c.attention_scale =
       scale_attention ? 1.0f / std::sqrt(static_cast<float>(c.head_dim)) : 1.0f;
   // Mistral always has its window when set; Qwen2 only with use_sliding_window.
-  ASSIGN_OR_RETURN(const bool use_window, r.BoolOr("use_sliding_window", type != "qwen2"));
+  ASSIGN_OR_RETURN(const bool use_window,
+                   r.BoolOr("use_sliding_window", type != "qwen2"));
   if (use_window && r.Has("sliding_window") && c.family == BlockFamily::kLlama) {
     ASSIGN_OR_RETURN(c.sliding_window, r.PositiveInt({"sliding_window"}));
   }

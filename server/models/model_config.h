@@ -30,22 +30,22 @@ struct ModelConfig {
   int64_t head_dim = 0;
   int64_t intermediate_size = 0;
   HiddenActivation activation = HiddenActivation::kSilu;
-  bool gated_mlp = true;          // act(gate) * up (llama family) or act(fc) (gpt2, neox).
-  bool rms_norm = true;           // RMSNorm, else LayerNorm (with bias).
+  bool gated_mlp = true;  // act(gate) * up (llama family) or act(fc) (gpt2, neox).
+  bool rms_norm = true;   // RMSNorm, else LayerNorm (with bias).
   bool norm_weight_offset = false;  // Gemma: scale = 1 + weight.
   float norm_epsilon = 1e-6f;
-  bool qkv_bias = false;          // Bias on the q, k and v projections.
-  bool output_bias = false;       // Bias on the attention output projection.
-  bool mlp_bias = false;          // Bias on the MLP projections.
-  bool qk_norm = false;           // Qwen3: RMSNorm over each head of q and k.
+  bool qkv_bias = false;           // Bias on the q, k and v projections.
+  bool output_bias = false;        // Bias on the attention output projection.
+  bool mlp_bias = false;           // Bias on the MLP projections.
+  bool qk_norm = false;            // Qwen3: RMSNorm over each head of q and k.
   bool parallel_residual = false;  // NeoX: x + attn(ln1(x)) + mlp(ln2(x)).
-  bool has_rope = true;           // False for gpt2 (learned positions, the client's).
+  bool has_rope = true;            // False for gpt2 (learned positions, the client's).
   float rope_theta = 10000;
-  int64_t rotary_dim = 0;         // Leading dims of each head that rotate.
+  int64_t rotary_dim = 0;  // Leading dims of each head that rotate.
   kernels::RopeScaling rope_scaling;
   int64_t max_position_embeddings = 0;
-  float attention_scale = 0;      // Multiplies q·k: head_dim^-0.5 (1 for GPT-2 with
-                                  // scale_attn_weights false).
+  float attention_scale = 0;  // Multiplies q·k: head_dim^-0.5 (1 for GPT-2 with
+                              // scale_attn_weights false).
   // Keys further back than this are not attended (Mistral, Qwen2 with
   // use_sliding_window); 0 = no window. The blocks do not implement the window, so
   // requests with positions at or past it are refused rather than computed wrongly.

@@ -15,10 +15,14 @@ using kernels::LinearWeights;
 
 kernels::Activation ToKernelActivation(HiddenActivation a) {
   switch (a) {
-    case HiddenActivation::kSilu: return kernels::Activation::kSilu;
-    case HiddenActivation::kGeluTanh: return kernels::Activation::kGeluTanh;
-    case HiddenActivation::kGelu: return kernels::Activation::kGelu;
-    case HiddenActivation::kRelu: return kernels::Activation::kRelu;
+    case HiddenActivation::kSilu:
+      return kernels::Activation::kSilu;
+    case HiddenActivation::kGeluTanh:
+      return kernels::Activation::kGeluTanh;
+    case HiddenActivation::kGelu:
+      return kernels::Activation::kGelu;
+    case HiddenActivation::kRelu:
+      return kernels::Activation::kRelu;
   }
   return kernels::Activation::kSilu;
 }
@@ -40,15 +44,15 @@ class TensorReader {
     }
     const SafetensorsTensor& t = *found.tensor;
     if (!t.dtype.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          found.file->path(), ": tensor \"", full, "\": dtype ", t.dtype_name,
-          " is not F32, BF16 or F16"));
+      return absl::InvalidArgumentError(absl::StrCat(found.file->path(), ": tensor \"",
+                                                     full, "\": dtype ", t.dtype_name,
+                                                     " is not F32, BF16 or F16"));
     }
     if (t.shape != shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          found.file->path(), ": tensor \"", full, "\": shape [",
-          absl::StrJoin(t.shape, ","), "], config.json implies [", absl::StrJoin(shape, ","),
-          "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(found.file->path(), ": tensor \"", full, "\": shape [",
+                       absl::StrJoin(t.shape, ","), "], config.json implies [",
+                       absl::StrJoin(shape, ","), "]"));
     }
     std::vector<float> values(t.elements());
     ConvertToFloat32(*t.dtype, t.data, t.elements(), values.data());
@@ -91,12 +95,13 @@ absl::StatusOr<kernels::BlockWeights> LoadLlamaBlock(const ModelConfig& c,
   }
   std::vector<float> qkv, qkv_bias;
   for (auto [name, width] : {std::pair{"q", qw}, {"k", kvw}, {"v", kvw}}) {
-    ASSIGN_OR_RETURN(std::vector<float> part,
-                     r.Read(absl::StrCat("self_attn.", name, "_proj.weight"), {width, d}));
+    ASSIGN_OR_RETURN(
+        std::vector<float> part,
+        r.Read(absl::StrCat("self_attn.", name, "_proj.weight"), {width, d}));
     Append(qkv, part);
-    ASSIGN_OR_RETURN(part, r.ReadOrZeros(c.qkv_bias,
-                                         absl::StrCat("self_attn.", name, "_proj.bias"),
-                                         width));
+    ASSIGN_OR_RETURN(
+        part,
+        r.ReadOrZeros(c.qkv_bias, absl::StrCat("self_attn.", name, "_proj.bias"), width));
     Append(qkv_bias, part);
   }
   w.qkv = std::make_unique<LinearWeights>(qkv.data(), qw + 2 * kvw, d, false,
@@ -110,7 +115,8 @@ absl::StatusOr<kernels::BlockWeights> LoadLlamaBlock(const ModelConfig& c,
     ASSIGN_OR_RETURN(std::vector<float> part,
                      r.Read(absl::StrCat("mlp.", name, "_proj.weight"), {f, d}));
     Append(gate_up, part);
-    ASSIGN_OR_RETURN(part, r.ReadOrZeros(c.mlp_bias, absl::StrCat("mlp.", name, "_proj.bias"), f));
+    ASSIGN_OR_RETURN(
+        part, r.ReadOrZeros(c.mlp_bias, absl::StrCat("mlp.", name, "_proj.bias"), f));
     Append(gate_up_bias, part);
   }
   w.up = std::make_unique<LinearWeights>(gate_up.data(), 2 * f, d, false,
@@ -118,7 +124,8 @@ absl::StatusOr<kernels::BlockWeights> LoadLlamaBlock(const ModelConfig& c,
   ASSIGN_OR_RETURN(std::vector<float> down, r.Read("mlp.down_proj.weight", {d, f}));
   ASSIGN_OR_RETURN(std::vector<float> down_bias,
                    r.ReadOrZeros(c.mlp_bias, "mlp.down_proj.bias", d));
-  w.down = std::make_unique<LinearWeights>(down.data(), d, f, false, down_bias.data(), type);
+  w.down =
+      std::make_unique<LinearWeights>(down.data(), d, f, false, down_bias.data(), type);
   return w;
 }
 
@@ -136,7 +143,8 @@ absl::StatusOr<kernels::BlockWeights> LoadGpt2Block(const ModelConfig& c,
                     int64_t out) -> absl::StatusOr<std::unique_ptr<LinearWeights>> {
     ASSIGN_OR_RETURN(std::vector<float> weight, r.Read(name + ".weight", {in, out}));
     ASSIGN_OR_RETURN(std::vector<float> bias, r.Read(name + ".bias", {out}));
-    return std::make_unique<LinearWeights>(weight.data(), out, in, true, bias.data(), type);
+    return std::make_unique<LinearWeights>(weight.data(), out, in, true, bias.data(),
+                                           type);
   };
   ASSIGN_OR_RETURN(w.qkv, conv1d("attn.c_attn", d, 3 * d));
   ASSIGN_OR_RETURN(w.output, conv1d("attn.c_proj", d, d));
@@ -159,8 +167,9 @@ absl::StatusOr<kernels::BlockWeights> LoadNeoxBlock(const ModelConfig& c,
   // [3, H, Dh] (all q heads, then k, then v).
   ASSIGN_OR_RETURN(std::vector<float> fused,
                    r.Read("attention.query_key_value.weight", {3 * h * dh, d}));
-  ASSIGN_OR_RETURN(std::vector<float> fused_bias,
-                   r.ReadOrZeros(c.qkv_bias, "attention.query_key_value.bias", 3 * h * dh));
+  ASSIGN_OR_RETURN(
+      std::vector<float> fused_bias,
+      r.ReadOrZeros(c.qkv_bias, "attention.query_key_value.bias", 3 * h * dh));
   std::vector<float> qkv(fused.size()), qkv_bias(fused_bias.size());
   for (int64_t head = 0; head < h; ++head) {
     for (int64_t part = 0; part < 3; ++part) {
@@ -210,13 +219,13 @@ kernels::BlockConfig ToBlockConfig(const ModelConfig& c) {
   return b;
 }
 
-absl::StatusOr<std::vector<kernels::BlockWeights>> LoadBlocks(const ModelConfig& c,
-                                                              const Checkpoint& checkpoint,
-                                                              kernels::WeightType type) {
+absl::StatusOr<std::vector<kernels::BlockWeights>> LoadBlocks(
+    const ModelConfig& c, const Checkpoint& checkpoint, kernels::WeightType type) {
   std::string prefix;
   switch (c.family) {
     case BlockFamily::kLlama:
-      prefix = LayerPrefix(checkpoint, "model.layers.", "layers.", "input_layernorm.weight");
+      prefix =
+          LayerPrefix(checkpoint, "model.layers.", "layers.", "input_layernorm.weight");
       break;
     case BlockFamily::kGpt2:
       prefix = LayerPrefix(checkpoint, "transformer.h.", "h.", "ln_1.weight");
@@ -231,9 +240,15 @@ absl::StatusOr<std::vector<kernels::BlockWeights>> LoadBlocks(const ModelConfig&
     const TensorReader reader(checkpoint, absl::StrCat(prefix, i, "."));
     absl::StatusOr<kernels::BlockWeights> block;
     switch (c.family) {
-      case BlockFamily::kLlama: block = LoadLlamaBlock(c, reader, type); break;
-      case BlockFamily::kGpt2: block = LoadGpt2Block(c, reader, type); break;
-      case BlockFamily::kGptNeox: block = LoadNeoxBlock(c, reader, type); break;
+      case BlockFamily::kLlama:
+        block = LoadLlamaBlock(c, reader, type);
+        break;
+      case BlockFamily::kGpt2:
+        block = LoadGpt2Block(c, reader, type);
+        break;
+      case BlockFamily::kGptNeox:
+        block = LoadNeoxBlock(c, reader, type);
+        break;
     }
     if (!block.ok()) return block.status();
     blocks.push_back(std::move(*block));

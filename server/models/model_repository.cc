@@ -9,9 +9,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "server/models/checkpoint.h"
 #include "server/models/model_loader.h"
-#include "common/status_macros.h"
 
 namespace layerserve {
 namespace {
@@ -57,21 +57,30 @@ ModelConfig DemoConfig() {
 
 v1::Activation ToProto(const ModelConfig& c) {
   switch (c.activation) {
-    case HiddenActivation::kSilu: return c.gated_mlp ? v1::SWIGLU : v1::SILU;
-    case HiddenActivation::kGeluTanh: return c.gated_mlp ? v1::GEGLU_TANH : v1::GELU_TANH;
-    case HiddenActivation::kGelu: return c.gated_mlp ? v1::GEGLU : v1::GELU;
-    case HiddenActivation::kRelu: return c.gated_mlp ? v1::REGLU : v1::RELU;
+    case HiddenActivation::kSilu:
+      return c.gated_mlp ? v1::SWIGLU : v1::SILU;
+    case HiddenActivation::kGeluTanh:
+      return c.gated_mlp ? v1::GEGLU_TANH : v1::GELU_TANH;
+    case HiddenActivation::kGelu:
+      return c.gated_mlp ? v1::GEGLU : v1::GELU;
+    case HiddenActivation::kRelu:
+      return c.gated_mlp ? v1::REGLU : v1::RELU;
   }
   return v1::ACTIVATION_UNSPECIFIED;
 }
 
 v1::RopeScaling::Type ToProto(kernels::RopeScalingType type) {
   switch (type) {
-    case kernels::RopeScalingType::kNone: return v1::RopeScaling::NONE;
-    case kernels::RopeScalingType::kLinear: return v1::RopeScaling::LINEAR;
-    case kernels::RopeScalingType::kDynamicNtk: return v1::RopeScaling::DYNAMIC_NTK;
-    case kernels::RopeScalingType::kYarn: return v1::RopeScaling::YARN;
-    case kernels::RopeScalingType::kLlama3: return v1::RopeScaling::LLAMA3;
+    case kernels::RopeScalingType::kNone:
+      return v1::RopeScaling::NONE;
+    case kernels::RopeScalingType::kLinear:
+      return v1::RopeScaling::LINEAR;
+    case kernels::RopeScalingType::kDynamicNtk:
+      return v1::RopeScaling::DYNAMIC_NTK;
+    case kernels::RopeScalingType::kYarn:
+      return v1::RopeScaling::YARN;
+    case kernels::RopeScalingType::kLlama3:
+      return v1::RopeScaling::LLAMA3;
   }
   return v1::RopeScaling::NONE;
 }
@@ -122,7 +131,8 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
   std::vector<std::unique_ptr<Model>> models;
   for (const fs::directory_entry& entry : it) {
     if (!entry.is_directory() || !fs::exists(entry.path() / "config.json")) continue;
-    models.push_back(LoadModel(entry.path().filename().string(), entry.path().string(), type));
+    models.push_back(
+        LoadModel(entry.path().filename().string(), entry.path().string(), type));
   }
   return std::unique_ptr<ModelRepository>(new ModelRepository(std::move(models)));
 }

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
@@ -104,8 +103,8 @@ absl::Status SafetensorsFile::ParseHeader() {
     header_bytes = (header_bytes << 8) | static_cast<unsigned char>(bytes[i]);
   }
   if (header_bytes > kMaxHeaderBytes || header_bytes > size_ - 8) {
-    return error(absl::StrCat("header length ", header_bytes, " does not fit the ",
-                              size_, "-byte file"));
+    return error(absl::StrCat("header length ", header_bytes, " does not fit the ", size_,
+                              "-byte file"));
   }
   const char* data = bytes + 8 + header_bytes;
   const uint64_t data_bytes = size_ - 8 - header_bytes;
@@ -165,9 +164,9 @@ absl::Status SafetensorsFile::ParseHeader() {
     }
     const uint64_t want = elements * static_cast<uint64_t>(element_size);
     if (end - begin != want) {
-      return tensor_error(absl::StrCat(
-          "shape [", absl::StrJoin(tensor.shape, ","), "] ", tensor.dtype_name,
-          " needs ", want, " bytes, data_offsets span ", end - begin));
+      return tensor_error(absl::StrCat("shape [", absl::StrJoin(tensor.shape, ","), "] ",
+                                       tensor.dtype_name, " needs ", want,
+                                       " bytes, data_offsets span ", end - begin));
     }
     tensor.data = data + begin;
     tensor.bytes = static_cast<int64_t>(want);

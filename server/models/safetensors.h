@@ -21,7 +21,7 @@
 namespace layerserve {
 
 struct SafetensorsTensor {
-  std::string dtype_name;                    // As in the header: "F32", "BF16", "I64"...
+  std::string dtype_name;            // As in the header: "F32", "BF16", "I64"...
   std::optional<ElementType> dtype;  // Set for F32, BF16 and F16 only.
   std::vector<int64_t> shape;
   const char* data = nullptr;  // Inside the mapping; unaligned in general.

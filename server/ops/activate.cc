@@ -94,9 +94,9 @@ absl::StatusOr<ActivateJob> ParseActivateRequest(const v1::ActivateRequest& requ
     }
     job.output_shape.back() = shape.back() / 2;
   }
-  ASSIGN_OR_RETURN(job.output_type, ResolveOutputType(request.output_dtype(),
-                                                      job.input.info.dtype,
-                                                      "output_dtype"));
+  ASSIGN_OR_RETURN(
+      job.output_type,
+      ResolveOutputType(request.output_dtype(), job.input.info.dtype, "output_dtype"));
   return job;
 }
 
@@ -121,14 +121,14 @@ OutputHealth RunActivate(kernels::ActivationContext& context, const ActivateJob&
                               &inputs_finite);
             break;
           case ActivateJob::Form::kGatedTwoTensors:
-            kernels::GatedActivate(context, job.activation, job.gate.data(), x, info.rows(),
-                                   info.last_dim(), info.last_dim(), y, &output_stats,
-                                   &inputs_finite);
+            kernels::GatedActivate(context, job.activation, job.gate.data(), x,
+                                   info.rows(), info.last_dim(), info.last_dim(), y,
+                                   &output_stats, &inputs_finite);
             break;
           case ActivateJob::Form::kGatedPacked: {
             const int64_t f = info.last_dim() / 2;
-            kernels::GatedActivate(context, job.activation, x, x + f, info.rows(), f, 2 * f,
-                                   y, &output_stats, &inputs_finite);
+            kernels::GatedActivate(context, job.activation, x, x + f, info.rows(), f,
+                                   2 * f, y, &output_stats, &inputs_finite);
             break;
           }
         }

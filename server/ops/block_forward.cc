@@ -4,15 +4,15 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "kernels/rope.h"
 #include "server/ops/positions.h"
-#include "common/status_macros.h"
 
 namespace layerserve {
 
 absl::StatusOr<LayerRange> ResolveLayerRange(const ModelRepository& models,
-                                             absl::string_view model,
-                                             int64_t layer_start, int64_t num_layers) {
+                                             absl::string_view model, int64_t layer_start,
+                                             int64_t num_layers) {
   LayerRange range;
   ASSIGN_OR_RETURN(range.model, models.Find(model));
   const int64_t layers = range.model->config.num_layers;
@@ -27,10 +27,9 @@ absl::StatusOr<LayerRange> ResolveLayerRange(const ModelRepository& models,
   range.start = layer_start;
   range.count = num_layers == 0 ? 1 : num_layers;
   if (range.start >= layers) {
-    return absl::OutOfRangeError(absl::StrCat("layer_start: ", range.start,
-                                              " is past the last layer of model \"",
-                                              range.model->name, "\" (", layers,
-                                              " layers)"));
+    return absl::OutOfRangeError(
+        absl::StrCat("layer_start: ", range.start, " is past the last layer of model \"",
+                     range.model->name, "\" (", layers, " layers)"));
   }
   if (range.start + range.count > layers) {
     return absl::OutOfRangeError(absl::StrCat(
@@ -55,25 +54,24 @@ absl::Status LeaseSession(const v1::BlockForwardRequest& request, SessionStore* 
                    ValidateTensor(request.hidden_states(), "hidden_states", {2, 3}));
   if (info.shape.size() == 3 && info.shape[0] != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "hidden_states.shape: ", ShapeToString(info.shape),
-        " holds ", info.shape[0], " sequences; a session call takes one ([T, D] or "
+        "hidden_states.shape: ", ShapeToString(info.shape), " holds ", info.shape[0],
+        " sequences; a session call takes one ([T, D] or "
         "[1, T, D])"));
   }
   const int64_t tokens = info.shape[info.shape.size() - 2];
   ASSIGN_OR_RETURN(job.session, sessions->Acquire(request.session_id(), tokens));
   const Session& session = *job.session.get();
   if (!request.model().empty() && request.model() != session.model->name) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model: \"", request.model(), "\" differs from session \"", session.id,
-        "\"'s model \"", session.model->name, "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: \"", request.model(), "\" differs from session \"",
+                     session.id, "\"'s model \"", session.model->name, "\""));
   }
   if ((request.layer_start() != 0 && request.layer_start() != session.layer_start) ||
       (request.num_layers() != 0 && request.num_layers() != session.num_layers)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "layer_start, num_layers: ", request.layer_start(), ", ", request.num_layers(),
-        " differ from session \"", session.id, "\"'s layers ", session.layer_start,
-        "..", session.layer_start + session.num_layers - 1,
-        " (leave them 0 or repeat them)"));
+        " differ from session \"", session.id, "\"'s layers ", session.layer_start, "..",
+        session.layer_start + session.num_layers - 1, " (leave them 0 or repeat them)"));
   }
   job.model = session.model;
   job.layer_start = session.layer_start;
@@ -101,12 +99,14 @@ absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
     RETURN_IF_ERROR(LeaseSession(request, sessions, job));
   }
   const ModelConfig& config = job.model->config;
-  ASSIGN_OR_RETURN(job.hidden, DecodeTensor(request.hidden_states(), "hidden_states", {2, 3}));
+  ASSIGN_OR_RETURN(job.hidden,
+                   DecodeTensor(request.hidden_states(), "hidden_states", {2, 3}));
   const std::vector<int64_t>& shape = job.hidden.info.shape;
   if (shape.back() != config.hidden_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hidden_states.shape: last dimension ", shape.back(), " of ", ShapeToString(shape),
-        " must equal model \"", job.model->name, "\"'s hidden_size ", config.hidden_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("hidden_states.shape: last dimension ", shape.back(), " of ",
+                     ShapeToString(shape), " must equal model \"", job.model->name,
+                     "\"'s hidden_size ", config.hidden_size));
   }
   job.batch = shape.size() == 3 ? shape[0] : 1;
   job.tokens = shape[shape.size() - 2];
@@ -122,8 +122,8 @@ absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
       const int64_t length = request.sequence_lengths(b);
       if (length < 1 || length > job.tokens) {
         return absl::InvalidArgumentError(
-            absl::StrCat("sequence_lengths[", b, "]: ", length, " must be in [1, T = ",
-                         job.tokens, "]"));
+            absl::StrCat("sequence_lengths[", b, "]: ", length,
+                         " must be in [1, T = ", job.tokens, "]"));
       }
       job.lengths.push_back(length);
     }
@@ -136,14 +136,15 @@ absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
   const int64_t offset = job.session && request.position_offset() == 0
                              ? job.session.get()->cache.length()
                              : request.position_offset();
-  ASSIGN_OR_RETURN(job.positions,
-                   ResolvePositions(offset, request.positions(), job.batch, job.tokens, ""));
-  const int64_t max_position = *std::max_element(job.positions.begin(), job.positions.end());
+  ASSIGN_OR_RETURN(job.positions, ResolvePositions(offset, request.positions(), job.batch,
+                                                   job.tokens, ""));
+  const int64_t max_position =
+      *std::max_element(job.positions.begin(), job.positions.end());
   if (config.has_rope && max_position >= kMaxPosition) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        request.positions().empty() ? "position_offset" : "positions", ": position ",
-        max_position, " is past ", kMaxPosition,
-        " (2^24), beyond which float32 positions stop being exact"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(request.positions().empty() ? "position_offset" : "positions",
+                     ": position ", max_position, " is past ", kMaxPosition,
+                     " (2^24), beyond which float32 positions stop being exact"));
   }
   if (config.sliding_window > 0 && max_position >= config.sliding_window) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -153,9 +154,9 @@ absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
   }
   job.causal = request.has_causal() ? request.causal() : true;
   job.want_attention_stats = request.want_attention_stats();
-  ASSIGN_OR_RETURN(job.output_type, ResolveOutputType(request.output_dtype(),
-                                                      job.hidden.info.dtype,
-                                                      "output_dtype"));
+  ASSIGN_OR_RETURN(
+      job.output_type,
+      ResolveOutputType(request.output_dtype(), job.hidden.info.dtype, "output_dtype"));
   return job;
 }
 
@@ -234,7 +235,8 @@ std::vector<OutputHealth> RunBlockForwardBatch(
           sum += entropy[(job_sequence[j] + b) * heads + h];
         }
         entropy_total[j] += sum / real_tokens;
-        if (stats != nullptr) stats->add_head_entropy_nats(static_cast<float>(sum / real_tokens));
+        if (stats != nullptr)
+          stats->add_head_entropy_nats(static_cast<float>(sum / real_tokens));
       }
     }
   }
@@ -252,9 +254,9 @@ std::vector<OutputHealth> RunBlockForwardBatch(
       std::fill(out + (b * job.tokens + job.lengths[b]) * d,
                 out + (b + 1) * job.tokens * d, 0.0f);
     }
-    health[j].saturated = EncodeTensor(job.hidden.info.shape, out, job.batch * job.tokens * d,
-                                       job.output_type, responses[j]->mutable_hidden_states(),
-                                       &health[j].stats);
+    health[j].saturated = EncodeTensor(
+        job.hidden.info.shape, out, job.batch * job.tokens * d, job.output_type,
+        responses[j]->mutable_hidden_states(), &health[j].stats);
     health[j].attention_entropy_nats =
         entropy_total[j] / static_cast<double>(heads * job.num_layers);
   }

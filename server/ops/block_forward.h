@@ -11,8 +11,8 @@
 #include "kernels/block.h"
 #include "layerserve/v1/layerserve.pb.h"
 #include "server/models/model_repository.h"
-#include "server/sessions/session_store.h"
 #include "server/ops/tensor_codec.h"
+#include "server/sessions/session_store.h"
 
 namespace layerserve {
 
@@ -43,8 +43,8 @@ struct LayerRange {
 // INVALID_ARGUMENT negative numbers, OUT_OF_RANGE layers past the model.
 // num_layers 0 means 1.
 absl::StatusOr<LayerRange> ResolveLayerRange(const ModelRepository& models,
-                                             absl::string_view model,
-                                             int64_t layer_start, int64_t num_layers);
+                                             absl::string_view model, int64_t layer_start,
+                                             int64_t num_layers);
 
 // Positions are rounded to float32 before the RoPE angle (as Hugging Face does), so
 // past 2^24 two positions would rotate alike: those are rejected.

@@ -56,13 +56,13 @@ absl::StatusOr<NormalizeJob> ParseNormalizeRequest(const v1::NormalizeRequest& r
     return absl::InvalidArgumentError("weight_offset: requires weight");
   }
 
-  job.epsilon = job.kind == v1::LAYER_NORM ? kDefaultLayerNormEpsilon
-                                           : kDefaultRmsNormEpsilon;
+  job.epsilon =
+      job.kind == v1::LAYER_NORM ? kDefaultLayerNormEpsilon : kDefaultRmsNormEpsilon;
   if (request.has_epsilon()) {
     job.epsilon = request.epsilon();
     if (!std::isfinite(job.epsilon) || job.epsilon < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "epsilon: ", job.epsilon, " must be finite and >= 0"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("epsilon: ", job.epsilon, " must be finite and >= 0"));
     }
   }
 
@@ -70,15 +70,15 @@ absl::StatusOr<NormalizeJob> ParseNormalizeRequest(const v1::NormalizeRequest& r
     ASSIGN_OR_RETURN(DecodedTensor residual,
                      DecodeTensor(request.residual(), "residual", {1, 8}));
     if (residual.info.shape != job.input.info.shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "residual.shape: ", ShapeToString(residual.info.shape),
-          " must equal input.shape ", ShapeToString(job.input.info.shape)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("residual.shape: ", ShapeToString(residual.info.shape),
+                       " must equal input.shape ", ShapeToString(job.input.info.shape)));
     }
     job.residual = std::move(residual.values);
   }
-  ASSIGN_OR_RETURN(job.output_type, ResolveOutputType(request.output_dtype(),
-                                                      job.input.info.dtype,
-                                                      "output_dtype"));
+  ASSIGN_OR_RETURN(
+      job.output_type,
+      ResolveOutputType(request.output_dtype(), job.input.info.dtype, "output_dtype"));
   return job;
 }
 
@@ -127,8 +127,8 @@ OutputHealth RunNormalize(kernels::NormContext& context, const NormalizeJob& job
         }
       },
       &output_stats);
-  const float* normalized = residual_out.empty() ? job.input.values.data()
-                                                 : residual_out.data();
+  const float* normalized =
+      residual_out.empty() ? job.input.values.data() : residual_out.data();
   health.zero_variance_rows =
       CountZeroVarianceRows(normalized, info.rows(), info.last_dim(), job.kind);
   if (!residual_out.empty()) {

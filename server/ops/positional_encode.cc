@@ -7,12 +7,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/ops/positions.h"
 #include "common/status_macros.h"
+#include "server/ops/positions.h"
 
 namespace layerserve {
 namespace {
-
 
 // OK if the product of `dims` (each >= 1) is at most kMaxGeneratedElements;
 // otherwise RESOURCE_EXHAUSTED naming `what` (e.g. "alibi: bias [...]"), the dims
@@ -309,8 +308,8 @@ OutputHealth Run(kernels::PositionalContext&, const AlibiJob& job,
       job.output_shape, count, job.output_type, response->mutable_output(),
       [&](float* out) {
         kernels::Alibi(slopes.data(), job.shape,
-                       job.has_scores ? job.scores.values.data() : nullptr, job.batch, out,
-                       &stats);
+                       job.has_scores ? job.scores.values.data() : nullptr, job.batch,
+                       out, &stats);
       },
       &stats);
 }
@@ -322,7 +321,9 @@ OutputHealth Run(kernels::PositionalContext& context, const T5BiasJob& job,
   return FillTensor(
       {s.heads, s.query_length, s.key_length}, s.heads * s.query_length * s.key_length,
       job.output_type, response->mutable_output(),
-      [&](float* out) { kernels::T5Bias(context, job.table.values.data(), s, out, &stats); },
+      [&](float* out) {
+        kernels::T5Bias(context, job.table.values.data(), s, out, &stats);
+      },
       &stats);
 }
 

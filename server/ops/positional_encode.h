@@ -1,8 +1,8 @@
 // The PositionalEncode RPC apart from transport: request validation (every error
 // names its field, e.g. "alibi.num_heads", and the numbers) and execution on a
 // kernel context. Dispatches on the request's `method` oneof; the rope method is
-// server/ops/positional_encode_rope.h's. Stateless; safe from any thread (RunPositionalEncode needs the
-// caller's own PositionalContext).
+// server/ops/positional_encode_rope.h's. Stateless; safe from any thread
+// (RunPositionalEncode needs the caller's own PositionalContext).
 #ifndef LAYERSERVE_SERVER_OPS_POSITIONAL_ENCODE_H_
 #define LAYERSERVE_SERVER_OPS_POSITIONAL_ENCODE_H_
 

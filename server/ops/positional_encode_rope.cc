@@ -5,8 +5,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/ops/positions.h"
 #include "common/status_macros.h"
+#include "server/ops/positions.h"
 
 namespace layerserve {
 namespace {

@@ -11,10 +11,7 @@
 #include "common/status_macros.h"
 
 namespace layerserve {
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 absl::StatusOr<ElementType> ElementTypeFromProto(v1::DataType dtype,
                                                  absl::string_view field) {
@@ -27,12 +24,13 @@ absl::StatusOr<ElementType> ElementTypeFromProto(v1::DataType dtype,
       return ElementType::kFloat16;
     case v1::DATA_TYPE_UNSPECIFIED:
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ": dtype is DATA_TYPE_UNSPECIFIED; set FLOAT32, "
-                              "BFLOAT16 or FLOAT16"));
+          absl::StrCat(field,
+                       ": dtype is DATA_TYPE_UNSPECIFIED; set FLOAT32, "
+                       "BFLOAT16 or FLOAT16"));
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": unknown dtype ", static_cast<int>(dtype),
-          "; expected FLOAT32, BFLOAT16 or FLOAT16"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": unknown dtype ", static_cast<int>(dtype),
+                       "; expected FLOAT32, BFLOAT16 or FLOAT16"));
   }
 }
 
@@ -66,13 +64,13 @@ absl::StatusOr<TensorInfo> ValidateTensor(const v1::Tensor& tensor,
                    ElementTypeFromProto(tensor.dtype(), absl::StrCat(field, ".dtype")));
   const int rank = tensor.shape_size();
   if (rank < ranks.min || rank > ranks.max) {
-    const std::string expected =
-        ranks.min == ranks.max ? absl::StrCat(ranks.min)
-                               : absl::StrCat(ranks.min, " to ", ranks.max);
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".shape: rank ", rank, " (shape ",
-        ShapeToString({tensor.shape().begin(), tensor.shape().end()}),
-        "), expected rank ", expected));
+    const std::string expected = ranks.min == ranks.max
+                                     ? absl::StrCat(ranks.min)
+                                     : absl::StrCat(ranks.min, " to ", ranks.max);
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".shape: rank ", rank, " (shape ",
+                     ShapeToString({tensor.shape().begin(), tensor.shape().end()}),
+                     "), expected rank ", expected));
   }
   info.shape.assign(tensor.shape().begin(), tensor.shape().end());
   const int64_t element_size = ElementSize(info.dtype);
@@ -87,9 +85,9 @@ absl::StatusOr<TensorInfo> ValidateTensor(const v1::Tensor& tensor,
                        ShapeToString(info.shape), " must be >= 1"));
     }
     if (elements > max_elements / dim) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".shape: element count of ", ShapeToString(info.shape),
-          " overflows 64 bits"));
+      return absl::InvalidArgumentError(absl::StrCat(field, ".shape: element count of ",
+                                                     ShapeToString(info.shape),
+                                                     " overflows 64 bits"));
     }
     elements *= dim;
   }
@@ -97,10 +95,10 @@ absl::StatusOr<TensorInfo> ValidateTensor(const v1::Tensor& tensor,
   const int64_t want_bytes = elements * element_size;
   const int64_t got_bytes = static_cast<int64_t>(tensor.data().size());
   if (want_bytes != got_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".data: shape ", ShapeToString(info.shape), " ",
-        v1::DataType_Name(tensor.dtype()), " needs ", want_bytes, " bytes, got ",
-        got_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".data: shape ", ShapeToString(info.shape), " ",
+                     v1::DataType_Name(tensor.dtype()), " needs ", want_bytes,
+                     " bytes, got ", got_bytes));
   }
   return info;
 }
@@ -147,7 +145,8 @@ int64_t EncodeTensor(const std::vector<int64_t>& shape, const float* values,
   std::string* data = out->mutable_data();
   ResizeUninitialized(data, count * ElementSize(type));  // All written below.
   if (stats != nullptr && type == ElementType::kFloat32) {
-    *stats = kernels::CopyWithValueStats(values, count, reinterpret_cast<float*>(data->data()));
+    *stats = kernels::CopyWithValueStats(values, count,
+                                         reinterpret_cast<float*>(data->data()));
     return 0;
   }
   if (stats != nullptr) *stats = kernels::ComputeValueStats(values, count);

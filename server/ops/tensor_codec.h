@@ -14,9 +14,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/dtype.h"
+#include "common/uninitialized_string.h"
 #include "kernels/value_stats.h"
 #include "layerserve/v1/layerserve.pb.h"
-#include "common/uninitialized_string.h"
 
 namespace layerserve {
 
@@ -113,14 +113,14 @@ struct RankRange {
 
 // Maps a wire dtype to a kernel element type. `field` names the field in errors.
 absl::StatusOr<ElementType> ElementTypeFromProto(v1::DataType dtype,
-                                                          absl::string_view field);
+                                                 absl::string_view field);
 v1::DataType ElementTypeToProto(ElementType type);
 
 // The response dtype: `requested` unless it is DATA_TYPE_UNSPECIFIED, then
 // `input_type`. An unknown enum value is INVALID_ARGUMENT naming `field`.
 absl::StatusOr<ElementType> ResolveOutputType(v1::DataType requested,
-                                                       ElementType input_type,
-                                                       absl::string_view field);
+                                              ElementType input_type,
+                                              absl::string_view field);
 
 // Checks dtype, rank, every dimension >= 1, element count without overflow and the
 // byte count of `data`. `field` is the tensor's field name ("input", "weight"...).
@@ -181,8 +181,9 @@ OutputHealth FillTensor(const std::vector<int64_t>& shape, int64_t count,
   float* values = reinterpret_cast<float*>(data->data());
   fill(values);
   // Else a second pass, over values just written (in cache unless they are large).
-  health.stats = stats_taken_by_fill != nullptr ? *stats_taken_by_fill
-                                                : kernels::ComputeValueStats(values, count);
+  health.stats = stats_taken_by_fill != nullptr
+                     ? *stats_taken_by_fill
+                     : kernels::ComputeValueStats(values, count);
   return health;
 }
 

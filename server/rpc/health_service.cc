@@ -12,7 +12,8 @@ using grpc::health::v1::HealthCheckResponse;
 // gRPC may run OnDone inline from Finish or StartWrite, so no lock is held across
 // those calls, and the service holds a reference while it talks to a watcher: the
 // watcher is deleted when both gRPC (OnDone) and the service are done with it.
-class HealthService::Watcher final : public grpc::ServerWriteReactor<HealthCheckResponse> {
+class HealthService::Watcher final
+    : public grpc::ServerWriteReactor<HealthCheckResponse> {
  public:
   explicit Watcher(HealthService* service) : service_(service) {}
 
@@ -101,7 +102,7 @@ class HealthService::Watcher final : public grpc::ServerWriteReactor<HealthCheck
   HealthService* const service_;
   absl::Mutex mu_;
   int refs_ ABSL_GUARDED_BY(mu_) = 1;  // gRPC's, dropped in OnDone.
-  HealthCheckResponse response_;  // Owned by gRPC while writing_.
+  HealthCheckResponse response_;       // Owned by gRPC while writing_.
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<ServingStatus> pending_ ABSL_GUARDED_BY(mu_);
   bool end_requested_ ABSL_GUARDED_BY(mu_) = false;
@@ -111,7 +112,8 @@ class HealthService::Watcher final : public grpc::ServerWriteReactor<HealthCheck
 
 HealthService::HealthService(const std::vector<std::string>& services) {
   statuses_[""] = HealthCheckResponse::NOT_SERVING;
-  for (const std::string& name : services) statuses_[name] = HealthCheckResponse::NOT_SERVING;
+  for (const std::string& name : services)
+    statuses_[name] = HealthCheckResponse::NOT_SERVING;
 }
 
 void HealthService::SetServing(bool serving) {

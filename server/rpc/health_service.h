@@ -33,9 +33,10 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   // Everything NOT_SERVING for good; every Watch stream gets that and is finished.
   void Shutdown();
 
-  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
-                                  const grpc::health::v1::HealthCheckRequest* request,
-                                  grpc::health::v1::HealthCheckResponse* response) override;
+  grpc::ServerUnaryReactor* Check(
+      grpc::CallbackServerContext* context,
+      const grpc::health::v1::HealthCheckRequest* request,
+      grpc::health::v1::HealthCheckResponse* response) override;
   grpc::ServerWriteReactor<grpc::health::v1::HealthCheckResponse>* Watch(
       grpc::CallbackServerContext* context,
       const grpc::health::v1::HealthCheckRequest* request) override;

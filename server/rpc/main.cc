@@ -9,7 +9,10 @@
 // kernel would ignore a default-disposition SIGTERM.
 // --help lists the flags below as the docs write them (--metrics-port); --version
 // prints "layerserve VERSION" (the version of layerserve_build_info). Both exit 0.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
 #include <malloc.h>
+#include <prometheus/exposer.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,10 +23,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/grpcpp.h>
-#include <prometheus/exposer.h>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
@@ -38,11 +37,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "server/security/auth.h"
-#include "server/rpc/health_service.h"
 #include "server/metrics/metrics.h"
 #include "server/models/model_repository.h"
+#include "server/rpc/health_service.h"
 #include "server/rpc/service.h"
+#include "server/security/auth.h"
 #include "server/security/tls.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0",
@@ -153,19 +152,19 @@ std::string Usage() {
   for (const auto& [name, flag] : absl::GetAllFlags()) {
     if (IsServerFlagFile(flag->Filename())) flags.push_back(flag);
   }
-  std::sort(flags.begin(), flags.end(), [](const auto* a, const auto* b) {
-    return a->Name() < b->Name();
-  });
+  std::sort(flags.begin(), flags.end(),
+            [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
   std::string out = absl::StrCat(
       "Usage: layerserve [--flag=VALUE ...]\n\n", absl::ProgramUsageMessage(),
       "\n\nFlags (\"--flag VALUE\" and --flag_name work too):\n");
   for (const absl::CommandLineFlag* flag : flags) {
     const std::string value_name = FlagValueName(*flag);
     std::string default_value = flag->DefaultValue();
-    if (flag->IsOfType<std::string>()) default_value = absl::StrCat("\"", default_value, "\"");
+    if (flag->IsOfType<std::string>())
+      default_value = absl::StrCat("\"", default_value, "\"");
     absl::StrAppend(&out, "  --", absl::StrReplaceAll(flag->Name(), {{"_", "-"}}),
-                    value_name.empty() ? "" : "=", value_name, "  (default ", default_value,
-                    ")\n", Wrapped(flag->Help(), 6, 80));
+                    value_name.empty() ? "" : "=", value_name, "  (default ",
+                    default_value, ")\n", Wrapped(flag->Help(), 6, 80));
   }
   absl::StrAppend(&out,
                   "  --help\n      Print this text and exit.\n"
@@ -180,7 +179,9 @@ absl::FlagsUsageConfig UsageConfig() {
   config.contains_helpshort_flags = IsServerFlagFile;
   config.contains_help_flags = IsServerFlagFile;
   config.contains_helppackage_flags = IsServerFlagFile;
-  config.version_string = [] { return std::string("layerserve " LAYERSERVE_VERSION "\n"); };
+  config.version_string = [] {
+    return std::string("layerserve " LAYERSERVE_VERSION "\n");
+  };
   return config;
 }
 
@@ -207,7 +208,8 @@ int ComputeThreads() {
 // INT_MAX, gRPC's "never".
 int Milliseconds(absl::Duration d) {
   if (d == absl::InfiniteDuration()) return INT32_MAX;
-  return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 0, INT32_MAX));
+  return static_cast<int>(
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 0, INT32_MAX));
 }
 
 // Large request and response buffers are allocated and freed on every call. glibc
@@ -223,7 +225,8 @@ void TuneAllocator() {
 // call routed to another replica is told so.
 std::string ReplicaName() {
   char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "layerserve");
+  if (gethostname(host, sizeof host - 1) != 0)
+    std::snprintf(host, sizeof host, "layerserve");
   return absl::StrCat(host, "-", getpid());
 }
 
@@ -247,7 +250,8 @@ int Run() {
 
   const std::string weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
   if (weight_dtype != "float32" && weight_dtype != "bfloat16") {
-    std::fprintf(stderr, "layerserve: --weight-dtype must be float32 or bfloat16, not %s\n",
+    std::fprintf(stderr,
+                 "layerserve: --weight-dtype must be float32 or bfloat16, not %s\n",
                  weight_dtype.c_str());
     return 2;
   }
@@ -290,7 +294,8 @@ int Run() {
     absl::StatusOr<std::unique_ptr<ModelRepository>> loaded =
         ModelRepository::Load(repository, weight_type);
     if (!loaded.ok()) {
-      std::fprintf(stderr, "layerserve: %s\n", std::string(loaded.status().message()).c_str());
+      std::fprintf(stderr, "layerserve: %s\n",
+                   std::string(loaded.status().message()).c_str());
       return 1;
     }
     models = std::move(*loaded);
@@ -326,7 +331,8 @@ int Run() {
   ServiceOptions options;
   options.compute_threads = ComputeThreads();
   options.batch.max_batch_rows = absl::GetFlag(FLAGS_max_batch_rows);
-  options.batch.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
+  options.batch.max_queue_delay =
+      absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
   options.batch.max_gather_delay =
       absl::Microseconds(absl::GetFlag(FLAGS_max_gather_delay_us));
   options.batch.max_queue_size = absl::GetFlag(FLAGS_max_queue_size);
@@ -343,12 +349,14 @@ int Run() {
   }
   const std::string kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype);
   if (kv_cache_dtype != "float32" && kv_cache_dtype != "bfloat16") {
-    std::fprintf(stderr, "layerserve: --kv-cache-dtype must be float32 or bfloat16, not %s\n",
+    std::fprintf(stderr,
+                 "layerserve: --kv-cache-dtype must be float32 or bfloat16, not %s\n",
                  kv_cache_dtype.c_str());
     return 2;
   }
-  options.sessions.cache_type = kv_cache_dtype == "float32" ? kernels::KvCacheType::kFloat32
-                                                            : kernels::KvCacheType::kBfloat16;
+  options.sessions.cache_type = kv_cache_dtype == "float32"
+                                    ? kernels::KvCacheType::kFloat32
+                                    : kernels::KvCacheType::kBfloat16;
   options.sessions.max_bytes = absl::GetFlag(FLAGS_max_kv_cache_bytes);
   options.sessions.ttl = absl::GetFlag(FLAGS_session_ttl);
   options.sessions.replica = ReplicaName();
@@ -358,8 +366,8 @@ int Run() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int grpc_port = 0;
-  builder.AddListeningPort(HostPort(host, absl::GetFlag(FLAGS_port)),
-                           *credentials, &grpc_port);
+  builder.AddListeningPort(HostPort(host, absl::GetFlag(FLAGS_port)), *credentials,
+                           &grpc_port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,

@@ -6,13 +6,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/batching/cpu_cache.h"
 #include "server/ops/activate.h"
 #include "server/ops/batch_gathering.h"
 #include "server/ops/block_forward.h"
-#include "server/batching/cpu_cache.h"
-#include "server/rpc/grpc_status.h"
 #include "server/ops/normalize.h"
 #include "server/ops/positional_encode.h"
+#include "server/rpc/grpc_status.h"
 
 namespace layerserve {
 namespace {
@@ -103,9 +103,10 @@ std::string BatchKey(const PositionalEncodeJob&) { return "PositionalEncode"; }
 // sends them to different ones), so they queue apart: a prefill runs beside the
 // decode batches, whose loops the workers share, instead of inside one.
 std::string BatchKey(const BlockForwardJob& job) {
-  return absl::StrCat("BlockForward/", job.model->name, "/", job.layer_start, "/",
-                      job.num_layers, job.causal ? "/causal" : "/bidirectional",
-                      job.tokens <= kernels::kShortSequenceTokens ? "/steps" : "/sequences");
+  return absl::StrCat(
+      "BlockForward/", job.model->name, "/", job.layer_start, "/", job.num_layers,
+      job.causal ? "/causal" : "/bidirectional",
+      job.tokens <= kernels::kShortSequenceTokens ? "/steps" : "/sequences");
 }
 
 int64_t BatchRows(const NormalizeJob& job) { return job.input.info.rows(); }
@@ -118,18 +119,18 @@ int64_t RequestElements(const ActivateJob& job) { return job.input.info.elements
 int64_t RequestElements(const BlockForwardJob& job) { return job.hidden.info.elements; }
 int64_t RequestElements(const PositionalEncodeJob& job) {
   return std::visit(
-      Overloaded{
-          [](const SinusoidalJob& j) { return j.rows * j.dim; },
-          [](const LearnedJob& j) { return j.input.info.elements; },
-          [](const RopeJob& j) {
-            return j.query.info.elements + (j.has_key ? j.key.info.elements : 0);
-          },
-          [](const AlibiJob& j) {
-            return j.batch * j.shape.heads * j.shape.query_length * j.shape.key_length;
-          },
-          [](const T5BiasJob& j) {
-            return j.shape.heads * j.shape.query_length * j.shape.key_length;
-          }},
+      Overloaded{[](const SinusoidalJob& j) { return j.rows * j.dim; },
+                 [](const LearnedJob& j) { return j.input.info.elements; },
+                 [](const RopeJob& j) {
+                   return j.query.info.elements + (j.has_key ? j.key.info.elements : 0);
+                 },
+                 [](const AlibiJob& j) {
+                   return j.batch * j.shape.heads * j.shape.query_length *
+                          j.shape.key_length;
+                 },
+                 [](const T5BiasJob& j) {
+                   return j.shape.heads * j.shape.query_length * j.shape.key_length;
+                 }},
       job);
 }
 
@@ -148,7 +149,8 @@ kernels::ValueStats AllFinite(int64_t count) {
 }
 kernels::ValueStats StatsUnlessOutputFinite(const DecodedTensor& input,
                                             const OutputHealth& output) {
-  return OutputHasNonFinite(output) ? ValueStatsOf(input) : AllFinite(input.info.elements);
+  return OutputHasNonFinite(output) ? ValueStatsOf(input)
+                                    : AllFinite(input.info.elements);
 }
 // A norm makes a NaN of every NaN or Inf it is given: a NaN makes its row all
 // NaN, and so does an Inf in LayerNorm (mean and variance are NaN), while RMSNorm,
@@ -165,7 +167,8 @@ kernels::ValueStats InputStats(const ActivateJob& job, const OutputHealth& outpu
   const int64_t gate_count = job.gate.size();
   if (output.inputs_seen_finite) return AllFinite(job.input.info.elements + gate_count);
   kernels::ValueStats stats = ValueStatsOf(job.input);
-  if (gate_count > 0) stats.Merge(kernels::ComputeValueStats(job.gate.data(), gate_count));
+  if (gate_count > 0)
+    stats.Merge(kernels::ComputeValueStats(job.gate.data(), gate_count));
   return stats;
 }
 kernels::ValueStats InputStats(const BlockForwardJob& job, const OutputHealth&) {
@@ -175,23 +178,25 @@ kernels::ValueStats InputStats(const BlockForwardJob& job, const OutputHealth&) 
 // +-Inf is not finite), and RoPE's x * cos + partner * sin is not finite when x is
 // not (Inf * 0 is NaN); pass-through dims are copies. T5's output holds only the
 // table entries its buckets select, so its table is read.
-kernels::ValueStats InputStats(const PositionalEncodeJob& job, const OutputHealth& output) {
+kernels::ValueStats InputStats(const PositionalEncodeJob& job,
+                               const OutputHealth& output) {
   return std::visit(
-      Overloaded{[&](const SinusoidalJob& j) {
-                   return j.has_input ? StatsUnlessOutputFinite(j.input, output)
-                                      : kernels::ValueStats();
-                 },
-                 [&](const LearnedJob& j) { return StatsUnlessOutputFinite(j.input, output); },
-                 [&](const RopeJob& j) {
-                   kernels::ValueStats s = StatsUnlessOutputFinite(j.query, output);
-                   if (j.has_key) s.Merge(StatsUnlessOutputFinite(j.key, output));
-                   return s;
-                 },
-                 [&](const AlibiJob& j) {
-                   return j.has_scores ? StatsUnlessOutputFinite(j.scores, output)
-                                       : kernels::ValueStats();
-                 },
-                 [](const T5BiasJob& j) { return ValueStatsOf(j.table); }},
+      Overloaded{
+          [&](const SinusoidalJob& j) {
+            return j.has_input ? StatsUnlessOutputFinite(j.input, output)
+                               : kernels::ValueStats();
+          },
+          [&](const LearnedJob& j) { return StatsUnlessOutputFinite(j.input, output); },
+          [&](const RopeJob& j) {
+            kernels::ValueStats s = StatsUnlessOutputFinite(j.query, output);
+            if (j.has_key) s.Merge(StatsUnlessOutputFinite(j.key, output));
+            return s;
+          },
+          [&](const AlibiJob& j) {
+            return j.has_scores ? StatsUnlessOutputFinite(j.scores, output)
+                                : kernels::ValueStats();
+          },
+          [](const T5BiasJob& j) { return ValueStatsOf(j.table); }},
       job);
 }
 
@@ -323,8 +328,9 @@ class JobTask final : public ServedTask {
       response_->Clear();
       call_.Finish(grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
-          absl::StrCat("response too large: ", bytes, " bytes, over the server's limit of ",
-                       max_response_bytes_, " (--max-message-bytes); ask for less per "
+          absl::StrCat("response too large: ", bytes,
+                       " bytes, over the server's limit of ", max_response_bytes_,
+                       " (--max-message-bytes); ask for less per "
                        "request (fewer rows, a 16-bit output_dtype)")));
       return;
     }
@@ -376,15 +382,16 @@ grpc::ServerUnaryReactor* LayerServiceImpl::Dispatch(
     EndJob(*job, /*computed=*/false);
     call.Finish(grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("request too large: ", elements, " values, over the server's limit "
-                     "of ", options_.max_request_elements,
+        absl::StrCat("request too large: ", elements,
+                     " values, over the server's limit "
+                     "of ",
+                     options_.max_request_elements,
                      " (--max-request-elements); split it into smaller requests")));
     return call.reactor();
   }
   const std::string key = BatchKey(*job);
-  std::unique_ptr<BatchTask> task =
-      std::make_unique<JobTask<Job, Response>>(call, std::move(*job), response,
-                                               options_.max_response_bytes);
+  std::unique_ptr<BatchTask> task = std::make_unique<JobTask<Job, Response>>(
+      call, std::move(*job), response, options_.max_response_bytes);
   // Small element-wise requests run here when a worker is idle: the hand-off would
   // cost more than their kernel, and they gain nothing from waiting for company
   // (each request is its own kernel call). BlockForward always goes to the queue,
@@ -429,9 +436,9 @@ grpc::ServerUnaryReactor* LayerServiceImpl::Activate(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* LayerServiceImpl::BlockForward(
     grpc::CallbackServerContext* context, const v1::BlockForwardRequest* request,
     v1::BlockForwardResponse* response) {
-  return Dispatch<BlockForwardJob>(
-      context, "BlockForward", *request, response,
-      [&] { return ParseBlockForwardRequest(*request, *models_, &sessions_); });
+  return Dispatch<BlockForwardJob>(context, "BlockForward", *request, response, [&] {
+    return ParseBlockForwardRequest(*request, *models_, &sessions_);
+  });
 }
 
 grpc::ServerUnaryReactor* LayerServiceImpl::ListModels(
@@ -465,9 +472,9 @@ grpc::ServerUnaryReactor* LayerServiceImpl::GetModel(grpc::CallbackServerContext
   }
   if (found == nullptr) {
     call.Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
-                             name.empty() ? "name: no default model is ready"
-                                          : "name: no model \"" + name +
-                                                "\" (see ListModels)"));
+                             name.empty()
+                                 ? "name: no default model is ready"
+                                 : "name: no model \"" + name + "\" (see ListModels)"));
   } else {
     models_->Describe(*found, response);
     call.Finish(grpc::Status::OK);

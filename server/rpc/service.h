@@ -10,11 +10,11 @@
 
 #include "layerserve/v1/layerserve.grpc.pb.h"
 #include "server/batching/batcher.h"
-#include "server/rpc/call_tracker.h"
 #include "server/metrics/metrics.h"
 #include "server/models/model_repository.h"
-#include "server/sessions/session_store.h"
 #include "server/ops/worker_context.h"
+#include "server/rpc/call_tracker.h"
+#include "server/sessions/session_store.h"
 
 namespace layerserve {
 

@@ -54,14 +54,13 @@ absl::StatusOr<std::string> SessionStore::Open(const Model* model, int64_t layer
                                                int64_t num_layers, int64_t max_length) {
   const int64_t model_max = model->config.max_position_embeddings;
   if (max_length < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_length: ", max_length, " must be >= 0 (0: the model's ",
-                     model_max, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_length: ", max_length, " must be >= 0 (0: the model's ", model_max, ")"));
   }
   if (model_max > 0 && max_length > model_max) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "max_length: ", max_length, " is past model \"", model->name,
-        "\"'s max_position_embeddings ", model_max));
+    return absl::OutOfRangeError(
+        absl::StrCat("max_length: ", max_length, " is past model \"", model->name,
+                     "\"'s max_position_embeddings ", model_max));
   }
   if (max_length == 0) max_length = model_max > 0 ? model_max : int64_t{1} << 24;
   absl::MutexLock lock(&mu_);
@@ -72,8 +71,8 @@ absl::StatusOr<std::string> SessionStore::Open(const Model* model, int64_t layer
   const std::string id =
       absl::StrFormat("%s.%x%016x", options_.replica, next_serial_++, random());
   Entry& entry = sessions_[id];
-  entry.session = std::make_shared<Session>(id, model, layer_start, num_layers, max_length,
-                                            options_.cache_type);
+  entry.session = std::make_shared<Session>(id, model, layer_start, num_layers,
+                                            max_length, options_.cache_type);
   entry.last_used = now_();
   PublishLocked();
   return id;
@@ -92,7 +91,8 @@ absl::Status SessionStore::Close(const std::string& id) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<SessionLease> SessionStore::Acquire(const std::string& id, int64_t tokens) {
+absl::StatusOr<SessionLease> SessionStore::Acquire(const std::string& id,
+                                                   int64_t tokens) {
   absl::MutexLock lock(&mu_);
   const absl::Time now = now_();
   ExpireLocked(now);
@@ -101,7 +101,8 @@ absl::StatusOr<SessionLease> SessionStore::Acquire(const std::string& id, int64_
     if (ReplicaOf(id) != options_.replica) {
       return absl::NotFoundError(absl::StrCat(
           "session_id: session \"", id, "\" was not opened on this replica (\"",
-          options_.replica, "\"): route every call of a session to the replica that "
+          options_.replica,
+          "\"): route every call of a session to the replica that "
           "opened it (load-balancer affinity on the x-layerserve-session header), or "
           "open a new session and prefill again"));
     }
@@ -114,15 +115,16 @@ absl::StatusOr<SessionLease> SessionStore::Acquire(const std::string& id, int64_
   Entry& entry = it->second;
   Session& session = *entry.session;
   if (entry.busy) {
-    return absl::AbortedError(absl::StrCat(
-        "session_id: session \"", id, "\" is in use by another call; send a session's "
-        "calls one after another"));
+    return absl::AbortedError(
+        absl::StrCat("session_id: session \"", id,
+                     "\" is in use by another call; send a session's "
+                     "calls one after another"));
   }
   const int64_t length = session.cache.length();
   if (length + tokens > session.max_length) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "hidden_states: session \"", id, "\" holds ", length, " tokens; ", tokens,
-        " more would pass its max_length ", session.max_length));
+    return absl::OutOfRangeError(
+        absl::StrCat("hidden_states: session \"", id, "\" holds ", length, " tokens; ",
+                     tokens, " more would pass its max_length ", session.max_length));
   }
   const int64_t need = session.cache.BytesToGrow(tokens);
   entry.busy = true;  // Not evictable while making room.

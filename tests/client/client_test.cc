@@ -5,6 +5,8 @@
 // the pure helpers (ChannelTarget, RetryBackoff).
 #include "client/cpp/client.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <atomic>
 #include <fstream>
 #include <memory>
@@ -12,8 +14,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -96,9 +96,8 @@ class FakeService final : public v1::LayerService::Service {
     const auto& metadata = context->client_metadata();
     auto it = metadata.find(kSessionHeader);
     std::lock_guard<std::mutex> lock(mu_);
-    headers_.push_back(it == metadata.end() ? "-"
-                                            : std::string(it->second.data(),
-                                                          it->second.size()));
+    headers_.push_back(
+        it == metadata.end() ? "-" : std::string(it->second.data(), it->second.size()));
   }
 
   mutable std::mutex mu_;
@@ -344,7 +343,8 @@ TEST(ClientTest, SessionStepsAreNeverRetried) {
   // The same failure without a session is retried.
   FakeServer plain(/*failures=*/1);
   client = MakeClient(Options(plain.target()));
-  absl::StatusOr<v1::BlockForwardResponse> response = client->BlockForward(SessionStep(""));
+  absl::StatusOr<v1::BlockForwardResponse> response =
+      client->BlockForward(SessionStep(""));
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(plain.calls(), 2);
 }
@@ -367,8 +367,7 @@ TEST(ClientTest, HealthOfAServerWithoutHealthServiceIsUnimplemented) {
 
 TEST(ClientTest, RoundRobinOverACommaList) {
   FakeServer a, b;
-  std::unique_ptr<Client> client =
-      MakeClient(Options(a.target() + "," + b.target()));
+  std::unique_ptr<Client> client = MakeClient(Options(a.target() + "," + b.target()));
   for (int i = 0; i < 20; ++i) {
     ASSERT_TRUE(client->Normalize(Request()).ok());
   }
@@ -385,8 +384,8 @@ TEST(ClientTest, MaxMessageBytesLimitsWhatIsSent) {
   std::unique_ptr<Client> client = MakeClient(options);
   v1::NormalizeRequest request = Request();
   request.mutable_input()->set_data(std::string(2000, '\0'));
-  EXPECT_THAT(client->Normalize(request),
-              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("larger than max")));
+  EXPECT_THAT(client->Normalize(request), StatusIs(absl::StatusCode::kResourceExhausted,
+                                                   HasSubstr("larger than max")));
   EXPECT_EQ(server.calls(), 0);
 }
 
@@ -406,7 +405,8 @@ TEST(ClientTest, CreateRejectsBadOptions) {
 }
 
 std::string ReadTestFile(const std::string& name) {
-  std::ifstream file(std::string(LAYERSERVE_SOURCE_DIR) + "/tests/client/data/tls/" + name);
+  std::ifstream file(std::string(LAYERSERVE_SOURCE_DIR) + "/tests/client/data/tls/" +
+                     name);
   std::stringstream text;
   text << file.rdbuf();
   EXPECT_FALSE(text.str().empty()) << name;
@@ -455,7 +455,8 @@ TEST(ChannelTargetTest, CommaListsBecomeIpUris) {
               StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
   EXPECT_THAT(ChannelTarget("10.0.0.256:1,10.0.0.2:2"),
               StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
-  EXPECT_THAT(ChannelTarget(" "), StatusIs(absl::StatusCode::kInvalidArgument, "the target is empty"));
+  EXPECT_THAT(ChannelTarget(" "),
+              StatusIs(absl::StatusCode::kInvalidArgument, "the target is empty"));
 }
 
 TEST(RetryBackoffTest, GrowsExponentiallyWithBoundedJitter) {
@@ -467,7 +468,7 @@ TEST(RetryBackoffTest, GrowsExponentiallyWithBoundedJitter) {
   EXPECT_NEAR(ms(RetryBackoff(policy, 6, 0.5)), 1600, 1e-6);
   EXPECT_NEAR(ms(RetryBackoff(policy, 7, 0.5)), 2000, 1e-6);  // Capped.
   EXPECT_NEAR(ms(RetryBackoff(policy, 1000, 0.5)), 2000, 1e-6);
-  EXPECT_NEAR(ms(RetryBackoff(policy, 1, 0.0)), 40, 1e-6);  // -20%
+  EXPECT_NEAR(ms(RetryBackoff(policy, 1, 0.0)), 40, 1e-6);   // -20%
   EXPECT_NEAR(ms(RetryBackoff(policy, 2, 1.0)), 120, 1e-6);  // +20%
   policy.jitter = 0;
   EXPECT_NEAR(ms(RetryBackoff(policy, 2, 0.9)), 100, 1e-6);

@@ -33,7 +33,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-
 std::string DataPath(const std::string& name) {
   return absl::StrCat(LAYERSERVE_SOURCE_DIR, "/tests/client/data/", name);
 }

@@ -19,7 +19,6 @@ using ::layerserve::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-
 template <typename T>
 std::string Bytes(const std::vector<T>& values) {
   return std::string(reinterpret_cast<const char*>(values.data()),
@@ -227,7 +226,8 @@ TEST(TensorUtilTest, TensorFromFloatsPacksBfloat16AndFloat16) {
 
   const std::vector<float> half = {65504.0f, 65520.0f, FromBits(0x33800000) /* 2^-24 */,
                                    1.0f / 3};
-  absl::StatusOr<v1::Tensor> f16 = TensorFromFloats(half, {2, 2}, v1::FLOAT16, &saturated);
+  absl::StatusOr<v1::Tensor> f16 =
+      TensorFromFloats(half, {2, 2}, v1::FLOAT16, &saturated);
   ASSERT_TRUE(f16.ok()) << f16.status();
   EXPECT_THAT(Values<uint16_t>(f16->data()), ElementsAre(0x7BFF, 0x7C00, 0x0001, 0x3555));
   EXPECT_EQ(saturated, 1);
@@ -242,9 +242,9 @@ TEST(TensorUtilTest, TensorFromFloatsFloat32IsExactAndChecksTheShape) {
   absl::StatusOr<v1::Tensor> t = TensorFromFloats(values, {1, 3}, v1::FLOAT32);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->data(), Bytes(values));
-  EXPECT_THAT(TensorFromFloats(values, {2, 2}, v1::FLOAT32),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "shape [2,2] does not hold 3 values"));
+  EXPECT_THAT(
+      TensorFromFloats(values, {2, 2}, v1::FLOAT32),
+      StatusIs(absl::StatusCode::kInvalidArgument, "shape [2,2] does not hold 3 values"));
   EXPECT_THAT(TensorFromFloats(values, {-1, -3}, v1::FLOAT32),
               StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
   EXPECT_THAT(TensorFromFloats(values, {3}, v1::DATA_TYPE_UNSPECIFIED),

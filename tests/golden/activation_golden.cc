@@ -38,7 +38,7 @@ std::vector<ActivationGoldenCase> LoadActivationGolden(const std::string& path) 
       CheckCount(c.name, "input", c.input.size(), c.elements());
       CheckCount(c.name, "gate", c.gate.size(), c.form == "gated" ? c.elements() : 0);
       CheckCount(c.name, "expected", c.expected.size(),
-                c.form == "packed" ? c.elements() / 2 : c.elements());
+                 c.form == "packed" ? c.elements() / 2 : c.elements());
       CheckCount(c.name, "expected_shape", c.expected.size(), Product(c.expected_shape));
       cases.push_back(std::move(c));
     }

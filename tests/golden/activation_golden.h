@@ -18,8 +18,8 @@ inline constexpr double kActivationBfloat16Tolerance = 2e-2;
 
 struct ActivationGoldenCase {
   std::string name;
-  std::string activation;  // The proto enum name: "SILU", "SWIGLU"...
-  std::string form;        // "elementwise", "gated" (gate + up) or "packed".
+  std::string activation;               // The proto enum name: "SILU", "SWIGLU"...
+  std::string form;                     // "elementwise", "gated" (gate + up) or "packed".
   std::vector<int64_t> shape;           // Of input (and gate).
   std::vector<int64_t> expected_shape;  // [..., F] for packed, else shape.
   // Flat, row-major float32 values, NaN and +-inf included. gate is empty unless

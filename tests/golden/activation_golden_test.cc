@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.h"
 #include "kernels/activation.h"
 #include "kernels/activation_internal.h"
-#include "common/dtype.h"
 
 namespace layerserve {
 namespace {
@@ -36,13 +36,18 @@ const std::vector<ActivationGoldenCase>& Cases() {
 
 // The kernel activation of a proto name; for the gated kinds, the gate's.
 Activation KernelActivation(const std::string& name) {
-  static const auto* table = new std::map<std::string, Activation>{
-      {"RELU", Activation::kRelu},         {"GELU", Activation::kGelu},
-      {"GELU_TANH", Activation::kGeluTanh}, {"SILU", Activation::kSilu},
-      {"SIGMOID", Activation::kSigmoid},   {"TANH", Activation::kTanh},
-      {"QUICK_GELU", Activation::kQuickGelu}, {"SWIGLU", Activation::kSilu},
-      {"GEGLU", Activation::kGelu},        {"GEGLU_TANH", Activation::kGeluTanh},
-      {"REGLU", Activation::kRelu}};
+  static const auto* table =
+      new std::map<std::string, Activation>{{"RELU", Activation::kRelu},
+                                            {"GELU", Activation::kGelu},
+                                            {"GELU_TANH", Activation::kGeluTanh},
+                                            {"SILU", Activation::kSilu},
+                                            {"SIGMOID", Activation::kSigmoid},
+                                            {"TANH", Activation::kTanh},
+                                            {"QUICK_GELU", Activation::kQuickGelu},
+                                            {"SWIGLU", Activation::kSilu},
+                                            {"GEGLU", Activation::kGelu},
+                                            {"GEGLU_TANH", Activation::kGeluTanh},
+                                            {"REGLU", Activation::kRelu}};
   return table->at(name);
 }
 
@@ -173,20 +178,17 @@ INSTANTIATE_TEST_SUITE_P(Impls, ActivationGoldenTest,
 
 std::vector<float> ThroughBfloat16(const std::vector<float>& v) {
   std::vector<uint16_t> wire(v.size());
-  ConvertFromFloat32(ElementType::kBfloat16, v.data(), v.size(),
-                              wire.data());
+  ConvertFromFloat32(ElementType::kBfloat16, v.data(), v.size(), wire.data());
   std::vector<float> back(v.size());
-  ConvertToFloat32(ElementType::kBfloat16, wire.data(), v.size(),
-                            back.data());
+  ConvertToFloat32(ElementType::kBfloat16, wire.data(), v.size(), back.data());
   return back;
 }
 
 // Bitwise, so that NaN compares equal to NaN.
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](float x, float y) {
-           return std::memcmp(&x, &y, sizeof x) == 0;
-         });
+         std::equal(a.begin(), a.end(), b.begin(),
+                    [](float x, float y) { return std::memcmp(&x, &y, sizeof x) == 0; });
 }
 
 TEST(ActivationGoldenBfloat16Test, InputsAreExactInBfloat16AndOutputsWithinTolerance) {

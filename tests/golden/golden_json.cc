@@ -27,7 +27,8 @@ std::vector<float> Floats(const nlohmann::json& j) {
 bool WithinTolerance(float got, float expected, double tolerance) {
   if (std::isnan(expected)) return std::isnan(got);
   if (std::isinf(expected)) return got == expected;
-  const double limit = tolerance * std::max(1.0, std::fabs(static_cast<double>(expected)));
+  const double limit =
+      tolerance * std::max(1.0, std::fabs(static_cast<double>(expected)));
   return std::fabs(static_cast<double>(got) - expected) <= limit;
 }
 

@@ -6,10 +6,9 @@
 #define LAYERSERVE_TESTS_GOLDEN_GOLDEN_JSON_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace layerserve::golden {
 

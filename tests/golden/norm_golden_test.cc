@@ -155,11 +155,9 @@ INSTANTIATE_TEST_SUITE_P(Impls, NormGoldenTest,
 
 std::vector<float> ThroughBfloat16(const std::vector<float>& v) {
   std::vector<uint16_t> wire(v.size());
-  ConvertFromFloat32(ElementType::kBfloat16, v.data(), v.size(),
-                              wire.data());
+  ConvertFromFloat32(ElementType::kBfloat16, v.data(), v.size(), wire.data());
   std::vector<float> back(v.size());
-  ConvertToFloat32(ElementType::kBfloat16, wire.data(), v.size(),
-                            back.data());
+  ConvertToFloat32(ElementType::kBfloat16, wire.data(), v.size(), back.data());
   return back;
 }
 
@@ -193,7 +191,8 @@ TEST(NormGoldenLoaderTest, ReadsShapesAndOptionalFields) {
     }
   }
   EXPECT_TRUE(saw_null_weight && saw_residual && saw_offset && saw_3d);
-  EXPECT_TRUE(saw_nan && saw_inf && saw_negative_zero) << "the non-finite cases were read";
+  EXPECT_TRUE(saw_nan && saw_inf && saw_negative_zero)
+      << "the non-finite cases were read";
   EXPECT_THROW(golden::LoadNormGolden(LAYERSERVE_SOURCE_DIR "/no/such/file.json"),
                std::runtime_error);
 }

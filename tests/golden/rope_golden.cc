@@ -4,8 +4,8 @@
 #include "tests/golden/rope_golden.h"
 
 #include <fstream>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 
 #include "tests/golden/golden_json.h"
@@ -74,7 +74,8 @@ std::vector<RopeGoldenCase> LoadRopeGolden(const std::string& path) {
         throw std::runtime_error("case " + c.name + ": bad shape, layout or style");
       }
       CheckCount(c.name, "query", c.query.size(), Product(c.query_shape));
-      CheckCount(c.name, "expected_query", c.expected_query.size(), Product(c.query_shape));
+      CheckCount(c.name, "expected_query", c.expected_query.size(),
+                 Product(c.query_shape));
       const int64_t key_size = c.key_shape.empty() ? 0 : Product(c.key_shape);
       CheckCount(c.name, "key", c.key.size(), key_size);
       CheckCount(c.name, "expected_key", c.expected_key.size(), key_size);

@@ -168,11 +168,9 @@ INSTANTIATE_TEST_SUITE_P(Impls, RopeGoldenRotationTest, ::testing::Values(false,
 
 std::vector<float> ThroughBfloat16(const std::vector<float>& v) {
   std::vector<uint16_t> wire(v.size());
-  ConvertFromFloat32(ElementType::kBfloat16, v.data(), v.size(),
-                              wire.data());
+  ConvertFromFloat32(ElementType::kBfloat16, v.data(), v.size(), wire.data());
   std::vector<float> back(v.size());
-  ConvertToFloat32(ElementType::kBfloat16, wire.data(), v.size(),
-                            back.data());
+  ConvertToFloat32(ElementType::kBfloat16, wire.data(), v.size(), back.data());
   return back;
 }
 

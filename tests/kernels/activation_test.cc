@@ -158,8 +158,8 @@ void RunGated(Strategy s, ActivationContext& ctx, Activation act, const float* g
         return GatedActivate(ctx, act, gate, up, rows, dim, stride, out, stats,
                              inputs_finite);
       case Strategy::kHighway:
-        return internal::GatedActivateHighway(act, gate, up, rows, dim, stride, out, false,
-                                              stats, inputs_finite);
+        return internal::GatedActivateHighway(act, gate, up, rows, dim, stride, out,
+                                              false, stats, inputs_finite);
       case Strategy::kHighwayStream:
         return internal::GatedActivateHighway(act, gate, up, rows, dim, stride, out, true,
                                               stats, inputs_finite);
@@ -208,8 +208,8 @@ void ExpectClose(const float* fast, const float* ref, const float* up, int64_t n
 // activation, including exp's overflow region (|x| > 88) in a few rows' tails.
 // Memoized: drawing them was a third of the test's time.
 const std::vector<float>& RandomValues(int64_t rows, int64_t dim, uint32_t seed) {
-  static auto* cache = new std::map<std::tuple<int64_t, int64_t, uint32_t>,
-                                    std::vector<float>>();
+  static auto* cache =
+      new std::map<std::tuple<int64_t, int64_t, uint32_t>, std::vector<float>>();
   std::vector<float>& v = (*cache)[{rows, dim, seed}];
   if (!v.empty()) return v;
   std::mt19937 rng(seed);
@@ -245,7 +245,8 @@ struct Case {
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   std::string name =
       std::string(Name(info.param.strategy)) + "_" + ActivationName(info.param.act);
-  if (info.param.target != 0) name += std::string("_") + hwy::TargetName(info.param.target);
+  if (info.param.target != 0)
+    name += std::string("_") + hwy::TargetName(info.param.target);
   return name;
 }
 
@@ -281,8 +282,8 @@ std::vector<Case> Cases(std::initializer_list<Strategy> strategies) {
 }
 
 std::vector<Case> UnaryCases() {
-  return Cases({Strategy::kFast, Strategy::kHighway, Strategy::kHighwayStream,
-                Strategy::kOneDnn});
+  return Cases(
+      {Strategy::kFast, Strategy::kHighway, Strategy::kHighwayStream, Strategy::kOneDnn});
 }
 
 std::vector<Case> GatedCases() {
@@ -400,8 +401,7 @@ class GatedTest : public ::testing::TestWithParam<Case> {
                 packed.begin() + offset + 2 * r * dim + dim);
     }
     const float* p = packed.data() + offset;
-    RunGated(c.strategy, ctx_, c.act, p, p + dim, rows, dim, 2 * dim,
-             y.data() + offset);
+    RunGated(c.strategy, ctx_, c.act, p, p + dim, rows, dim, 2 * dim, y.data() + offset);
     ExpectClose(y.data() + offset, ref.data(), up.data(), n, what + " packed");
     // In place over the packed buffer: y == gate of row 0; row r's output lands
     // before row r's inputs, so nothing unread is overwritten.
@@ -504,7 +504,8 @@ TEST_P(DenseSweepTest, EveryMagnitudeFromSubnormalToMax) {
 // (1.9), its evaluation and the final products. Observed worst: 0.75-0.85 of the
 // bound, near x = -12.9 (0.82 predicted by the script); the erfc form GELU had
 // before needed (16 + 2 x^2).
-void ExpectGeluRelativelyClose(const std::vector<float>& x, const std::vector<float>& fast,
+void ExpectGeluRelativelyClose(const std::vector<float>& x,
+                               const std::vector<float>& fast,
                                const std::vector<float>& ref) {
   int reported = 0, checked = 0;
   for (size_t i = 0; i < x.size(); ++i) {
@@ -534,9 +535,9 @@ TEST(GeluErfTest, HighwayGeluIsRelativelyAccurateDownToTheSubnormals) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Strategies, DenseSweepTest,
-                         ::testing::ValuesIn(Cases({Strategy::kHighway, Strategy::kOneDnn})),
-                         CaseName);
+INSTANTIATE_TEST_SUITE_P(
+    Strategies, DenseSweepTest,
+    ::testing::ValuesIn(Cases({Strategy::kHighway, Strategy::kOneDnn})), CaseName);
 
 // What PyTorch 1.13 returns at the extremes (printed by torch on float32 tensors);
 // every strategy must give the same. Zeros compare equal whatever their sign.
@@ -577,8 +578,8 @@ TEST(ActivationTest, PyTorchValuesAtTheExtremes) {
       ActivateReference(t.act, x.data(), 1, ref.data());
       for (float got : {y[0], y[1], y.back(), ref[0]}) {
         if (std::isnan(t.y)) {
-          EXPECT_TRUE(std::isnan(got)) << Name(s) << " " << ActivationName(t.act) << "("
-                                       << t.x << ") = " << got;
+          EXPECT_TRUE(std::isnan(got))
+              << Name(s) << " " << ActivationName(t.act) << "(" << t.x << ") = " << got;
         } else {
           EXPECT_EQ(got, t.y) << Name(s) << " " << ActivationName(t.act) << "(" << t.x
                               << ")";

@@ -56,7 +56,8 @@ void Check(const Case& c) {
   a.out_stride = qw + 3;  // A padded output row.
   a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   a.key_limits = limits.data();
-  std::vector<float> got(c.tokens * a.out_stride, -7.0f), want(c.tokens * a.out_stride, -7.0f);
+  std::vector<float> got(c.tokens * a.out_stride, -7.0f),
+      want(c.tokens * a.out_stride, -7.0f);
   std::vector<double> got_entropy(c.q_heads), want_entropy(c.q_heads);
   AttentionContext context;
   a.out = got.data();

@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "common/dtype.h"
+#include "gtest/gtest.h"
 
 namespace layerserve::kernels {
 namespace {
@@ -95,12 +95,14 @@ struct CacheCall {
       } else if (std::isinf(w)) {
         ASSERT_EQ(g, w) << what << " at " << i;
       } else {
-        ASSERT_NEAR(g, w, kTolerance * std::max(1.0f, std::fabs(w))) << what << " at " << i;
+        ASSERT_NEAR(g, w, kTolerance * std::max(1.0f, std::fabs(w)))
+            << what << " at " << i;
       }
     }
     for (int64_t h = 0; h < c.q_heads; ++h) {
       if (std::isfinite(want_entropy[h])) {
-        ASSERT_NEAR(got_entropy[h], want_entropy[h], 1e-4 * std::max(1.0, want_entropy[h]))
+        ASSERT_NEAR(got_entropy[h], want_entropy[h],
+                    1e-4 * std::max(1.0, want_entropy[h]))
             << what << " head " << h;
       }
     }
@@ -116,9 +118,9 @@ struct CacheCall {
 
 TEST(KvCacheAttentionTest, MatchesReferenceOverOddShapesAndBlockBoundaries) {
   const Case cases[] = {
-      {1, 1, 1, 0, 1},     {1, 1, 7, 5, 1},     {8, 2, 64, 63, 1},  {8, 2, 64, 64, 1},
+      {1, 1, 1, 0, 1},     {1, 1, 7, 5, 1},      {8, 2, 64, 63, 1},   {8, 2, 64, 64, 1},
       {8, 2, 64, 65, 1},   {12, 12, 64, 200, 1}, {6, 3, 128, 130, 3}, {4, 1, 7, 1, 16},
-      {8, 2, 64, 127, 16}, {2, 2, 33, 300, 5},  {10, 2, 64, 70, 1}, {8, 1, 48, 65, 2},
+      {8, 2, 64, 127, 16}, {2, 2, 33, 300, 5},   {10, 2, 64, 70, 1},  {8, 1, 48, 65, 2},
       {3, 1, 17, 64, 1},   {6, 1, 64, 129, 1},
   };
   for (const Case& c : cases) {
@@ -128,8 +130,8 @@ TEST(KvCacheAttentionTest, MatchesReferenceOverOddShapesAndBlockBoundaries) {
         run.causal = causal;
         CacheCall call(run, type, 1.0f, static_cast<uint32_t>(c.past * 13 + c.tokens));
         SCOPED_TRACE(testing::Message()
-                     << "Hq " << c.q_heads << " Hkv " << c.kv_heads << " Dh " << c.head_dim
-                     << " past " << c.past << " T " << c.tokens << " bf16 "
+                     << "Hq " << c.q_heads << " Hkv " << c.kv_heads << " Dh "
+                     << c.head_dim << " past " << c.past << " T " << c.tokens << " bf16 "
                      << (type == KvCacheType::kBfloat16) << " causal " << causal);
         call.Check("normal");
       }
@@ -143,7 +145,8 @@ TEST(KvCacheAttentionTest, PaddedQueriesGetZeros) {
   call.Check("padded");
   std::vector<float> out(3 * (4 * 16 + 3), -7.0f);
   CacheAttentionScratch scratch;
-  AttentionOverCache(call.Args(out.data(), nullptr), call.cache, CacheCall::kLayer, scratch);
+  AttentionOverCache(call.Args(out.data(), nullptr), call.cache, CacheCall::kLayer,
+                     scratch);
   for (int64_t i = 0; i < 4 * 16; ++i) ASSERT_EQ(out[2 * (4 * 16 + 3) + i], 0.0f);
 }
 
@@ -167,8 +170,9 @@ TEST(KvCacheAttentionTest, NanAndInfPropagateLikeTheReference) {
       const int64_t dh = call.c.head_dim;
       const int64_t at = values ? ((i / dh) * kKvBlockTokens + column) * dh + i % dh
                                 : i * kKvBlockTokens + column;
-      void* data = const_cast<void*>(values ? call.cache.ValueBlock(CacheCall::kLayer, block)
-                                            : call.cache.KeyBlock(CacheCall::kLayer, block));
+      void* data =
+          const_cast<void*>(values ? call.cache.ValueBlock(CacheCall::kLayer, block)
+                                   : call.cache.KeyBlock(CacheCall::kLayer, block));
       if (type == KvCacheType::kFloat32) {
         static_cast<float*>(data)[at] = x;
       } else {

@@ -5,8 +5,8 @@
 #include <random>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "common/dtype.h"
+#include "gtest/gtest.h"
 
 namespace layerserve::kernels {
 namespace {
@@ -27,8 +27,9 @@ TEST(KvCacheTest, AppendsInStepsReadBackEverythingInOrder) {
         for (int64_t t = 0; t < step; ++t) {
           for (int64_t i = 0; i < width; ++i) {
             const auto keep = [&](float x) {
-              return type == KvCacheType::kFloat32 ? x
-                                                   : Bfloat16ToFloat32(Float32ToBfloat16(x));
+              return type == KvCacheType::kFloat32
+                         ? x
+                         : Bfloat16ToFloat32(Float32ToBfloat16(x));
             };
             want_k[layer].push_back(keep(k[t * stride + i]));
             want_v[layer].push_back(keep(v[t * stride + i]));
@@ -57,7 +58,8 @@ TEST(KvCacheTest, BytesToGrowCountsOnlyNewBlocks) {
   EXPECT_EQ(cache.BytesToGrow(kKvBlockTokens), 3 * block);
   EXPECT_EQ(cache.BytesToGrow(kKvBlockTokens + 1), 6 * block);
   std::vector<float> rows(10 * 8);
-  for (int64_t layer = 0; layer < 3; ++layer) cache.Append(layer, rows.data(), rows.data(), 8, 10);
+  for (int64_t layer = 0; layer < 3; ++layer)
+    cache.Append(layer, rows.data(), rows.data(), 8, 10);
   cache.Commit(10);
   EXPECT_EQ(cache.bytes(), 3 * block);
   EXPECT_EQ(cache.BytesToGrow(kKvBlockTokens - 10), 0);

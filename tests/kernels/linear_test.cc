@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "common/dtype.h"
+#include "gtest/gtest.h"
 #include "kernels/linear_internal.h"
 #include "tests/testing/threads_parallel_for.h"
 
@@ -35,7 +35,8 @@ float RoundBf16(float x) { return Bfloat16ToFloat32(Float32ToBfloat16(x)); }
 // Error bound of a float32 dot product of length n computed in any order:
 // n * eps * sum |x_i w_i| (Higham), plus the rounding of the result. bfloat16 weights
 // and inputs each carry a relative error up to 2^-9 before that.
-using Product = void (*)(LinearContext&, const LinearWeights&, const float*, int64_t, float*);
+using Product = void (*)(LinearContext&, const LinearWeights&, const float*, int64_t,
+                         float*);
 
 void CheckAgainstReference(const Shape& s, WeightType type, bool in_by_out, bool bias,
                            Product product = Linear) {
@@ -59,7 +60,8 @@ void CheckAgainstReference(const Shape& s, WeightType type, bool in_by_out, bool
   for (int64_t r = 0; r < s.rows; ++r) {
     for (int64_t o = 0; o < s.out; ++o) {
       double magnitude = bias ? std::fabs(b[o]) : 0;
-      for (int64_t i = 0; i < s.in; ++i) magnitude += std::fabs(x[r * s.in + i] * w[o * s.in + i]);
+      for (int64_t i = 0; i < s.in; ++i)
+        magnitude += std::fabs(x[r * s.in + i] * w[o * s.in + i]);
       const double bound = (s.in + 2) * 0x1p-24 * magnitude + 2 * eps * magnitude + 1e-30;
       ASSERT_LE(std::fabs(y[r * s.out + o] - want[r * s.out + o]), bound)
           << "rows " << s.rows << " in " << s.in << " out " << s.out << " at " << r << ","
@@ -75,28 +77,31 @@ class LinearTest : public ::testing::TestWithParam<Shape> {
 
 TEST_P(LinearTest, Float32MatchesReference) {
   for (bool in_by_out : {false, true})
-    for (bool bias : {false, true}) CheckAgainstReference(GetParam(), WeightType::kFloat32, in_by_out, bias);
+    for (bool bias : {false, true})
+      CheckAgainstReference(GetParam(), WeightType::kFloat32, in_by_out, bias);
 }
 
 TEST_P(LinearTest, Bfloat16MatchesReference) {
   for (bool in_by_out : {false, true})
-    for (bool bias : {false, true}) CheckAgainstReference(GetParam(), WeightType::kBfloat16, in_by_out, bias);
+    for (bool bias : {false, true})
+      CheckAgainstReference(GetParam(), WeightType::kBfloat16, in_by_out, bias);
 }
 
 TEST_P(LinearTest, FewRowsMatchReference) {
   for (WeightType type : {WeightType::kFloat32, WeightType::kBfloat16})
     for (bool in_by_out : {false, true})
       for (bool bias : {false, true})
-        CheckAgainstReference(GetParam(), type, in_by_out, bias,
-                              [](LinearContext& c, const LinearWeights& w, const float* x,
-                                 int64_t rows, float* y) { LinearFewRows(c, w, x, rows, y); });
+        CheckAgainstReference(
+            GetParam(), type, in_by_out, bias,
+            [](LinearContext& c, const LinearWeights& w, const float* x, int64_t rows,
+               float* y) { LinearFewRows(c, w, x, rows, y); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
-                         ::testing::Values(Shape{1, 1, 1}, Shape{1, 7, 5}, Shape{3, 64, 130},
-                                           Shape{17, 65, 33}, Shape{128, 256, 96},
-                                           Shape{1, 4097, 7}, Shape{5, 33, 4097},
-                                           Shape{4, 768, 64}));
+                         ::testing::Values(Shape{1, 1, 1}, Shape{1, 7, 5},
+                                           Shape{3, 64, 130}, Shape{17, 65, 33},
+                                           Shape{128, 256, 96}, Shape{1, 4097, 7},
+                                           Shape{5, 33, 4097}, Shape{4, 768, 64}));
 
 // bfloat16 weights hold exactly the bfloat16-rounded values: with bfloat16-exact
 // inputs the only error left is the float32 accumulation.
@@ -123,14 +128,14 @@ TEST(LinearContextTest, ReusesPrimitivesAcrossShapes) {
   LinearWeights b(w2.data(), 4, 16, false, nullptr, WeightType::kFloat32);
   LinearContext context;
   for (int64_t rows : {1, 5, 1, 9, 5}) {
-    std::vector<float> x = Random(rows * 16, rng), y(rows * 8), z(rows * 4), ref(rows * 8);
+    std::vector<float> x = Random(rows * 16, rng), y(rows * 8), z(rows * 4),
+                       ref(rows * 8);
     Linear(context, a, x.data(), rows, y.data());
     Linear(context, b, x.data(), rows, z.data());
     LinearReference(w1.data(), nullptr, 8, 16, x.data(), rows, ref.data());
     for (int64_t i = 0; i < rows * 8; ++i) EXPECT_NEAR(y[i], ref[i], 1e-4f);
   }
 }
-
 
 // The batcher runs the linear layers of several requests as one product and
 // promises each request the bits it would get alone, so a row of y must not depend
@@ -151,7 +156,8 @@ TEST_P(LinearRowIndependenceTest, EachRowIsBitIdenticalAtEveryBatchSize) {
     for (int64_t r : {int64_t{0}, rows / 2, rows - 1}) {
       Linear(context, weights, x.data() + r * in, 1, alone.data());
       for (int64_t o = 0; o < out; ++o) {
-        ASSERT_EQ(y[r * out + o], alone[o]) << "rows " << rows << " row " << r << " out " << o;
+        ASSERT_EQ(y[r * out + o], alone[o])
+            << "rows " << rows << " row " << r << " out " << o;
       }
     }
   }
@@ -174,7 +180,8 @@ TEST_P(LinearRowIndependenceTest, FewRowsEachRowIsBitIdenticalAtEveryRowCount) {
     for (int64_t r = 0; r < rows; ++r) {
       LinearFewRows(context, weights, x.data() + r * in, 1, alone.data());
       for (int64_t o = 0; o < out; ++o) {
-        ASSERT_EQ(y[r * out + o], alone[o]) << "rows " << rows << " row " << r << " out " << o;
+        ASSERT_EQ(y[r * out + o], alone[o])
+            << "rows " << rows << " row " << r << " out " << o;
       }
     }
   }
@@ -196,7 +203,8 @@ TEST_P(LinearRowIndependenceTest, FewRowsSplitAcrossThreadsIsBitIdentical) {
       LinearFewRows(context, weights, x.data(), rows, serial.data());
       LinearFewRows(context, weights, x.data(), rows, split.data(), &threads);
       for (int64_t i = 0; i < rows * out; ++i) {
-        ASSERT_EQ(split[i], serial[i]) << "out " << out << " rows " << rows << " at " << i;
+        ASSERT_EQ(split[i], serial[i])
+            << "out " << out << " rows " << rows << " at " << i;
       }
     }
   }
@@ -225,7 +233,8 @@ TEST_P(LinearRowIndependenceTest, FewRowsNanAndInfStayInTheirRow) {
   for (int64_t o = 0; o < out; ++o) {
     ASSERT_TRUE(std::isnan(y[o])) << o;
     ASSERT_TRUE(std::isfinite(y[out + o])) << o;
-    ASSERT_NEAR(y[out + o], want[out + o], 1e-3f * std::max(1.0f, std::fabs(want[out + o])));
+    ASSERT_NEAR(y[out + o], want[out + o],
+                1e-3f * std::max(1.0f, std::fabs(want[out + o])));
     ASSERT_EQ(std::isnan(y[2 * out + o]), std::isnan(want[2 * out + o])) << o;
     if (!std::isnan(want[2 * out + o])) {
       ASSERT_EQ(y[2 * out + o], want[2 * out + o]) << o;
@@ -255,8 +264,10 @@ void CheckBfloat16FewRowsPath(bool dot) {
     std::vector<float> x = Random(rows * in, rng), rounded = x;
     for (float& v : rounded) v = RoundBf16(v);
     std::vector<float> want(rows * out), got(rows * out);
-    LinearReference(rounded_w.data(), b.data(), out, in, rounded.data(), rows, want.data());
-    const int64_t blocks = (out + internal::kFewRowsBlockOut - 1) / internal::kFewRowsBlockOut;
+    LinearReference(rounded_w.data(), b.data(), out, in, rounded.data(), rows,
+                    want.data());
+    const int64_t blocks =
+        (out + internal::kFewRowsBlockOut - 1) / internal::kFewRowsBlockOut;
     if (dot) {
       std::vector<uint32_t> pairs;
       internal::PackBfloat16Pairs(x.data(), rows, in, pairs);
@@ -268,7 +279,8 @@ void CheckBfloat16FewRowsPath(bool dot) {
       // Products of bfloat16 values are exact in float32: only the sums round.
       double magnitude = std::fabs(b[i % out]);
       for (int64_t k = 0; k < in; ++k) {
-        magnitude += std::fabs(rounded[(i / out) * in + k] * rounded_w[(i % out) * in + k]);
+        magnitude +=
+            std::fabs(rounded[(i / out) * in + k] * rounded_w[(i % out) * in + k]);
       }
       const double bound = (in + 2) * 0x1p-24 * magnitude;
       ASSERT_LE(std::fabs(got[i] - want[i]), bound) << "rows " << rows << " at " << i;
@@ -302,8 +314,13 @@ TEST(LinearFewRowsTest, PackedPairsAreTheScalarConversion) {
     GTEST_SKIP() << "this CPU has no AVX512_BF16: LinearFewRows never packs bfloat16 "
                     "pairs";
   }
-  const float specials[] = {0.0f, -0.0f, 1.0f, 1.00390625f /* tie, even */,
-                            1.01171875f /* tie, odd */, 0x1p-149f, -0x1p-130f,
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            1.0f,
+                            1.00390625f /* tie, even */,
+                            1.01171875f /* tie, odd */,
+                            0x1p-149f,
+                            -0x1p-130f,
                             0x1.fffffep-127f /* rounds up to the smallest normal */,
                             3.3895313e38f /* overflows to Inf */,
                             std::numeric_limits<float>::infinity(),
@@ -317,8 +334,7 @@ TEST(LinearFewRowsTest, PackedPairsAreTheScalarConversion) {
     const int64_t rows = 3;
     std::vector<float> x(rows * in);
     for (size_t i = 0; i < x.size(); ++i) {
-      x[i] = i % 3 == 0 ? specials[(i / 3) % std::size(specials)]
-                        : FromBits(bits(rng));
+      x[i] = i % 3 == 0 ? specials[(i / 3) % std::size(specials)] : FromBits(bits(rng));
     }
     std::vector<uint32_t> pairs;
     internal::PackBfloat16Pairs(x.data(), rows, in, pairs);

@@ -8,8 +8,9 @@
 // near 1e4 and 1e20 included), a first value far from the rest (the LayerNorm
 // loop's exact second pass), NaN/Inf rows (propagated as PyTorch does; Inf rows
 // also through every option on dims 1, 7 and 4097), the primitive cache, and
-// per-thread contexts. Every fast run of a hand loop is repeated with NormParams::output_stats
-// and checked against the statistics of its output (ExpectOutputStatsOf).
+// per-thread contexts. Every fast run of a hand loop is repeated with
+// NormParams::output_stats and checked against the statistics of its output
+// (ExpectOutputStatsOf).
 //
 // Tolerance: |fast - ref| <= 1e-5 * max(1, |ref|) (+ a conditioning term for
 // LayerNorm, below). The reference computes in double, so this bounds the fast
@@ -262,8 +263,8 @@ void ExpectOutputStatsOf(Kernel k, NormContext& ctx, const Inputs& in, const Opt
                          const Outputs& plain) {
   ValueStats got;
   const Outputs with_stats = RunKernel(k, /*fast=*/true, ctx, in, o, &got);
-  ASSERT_EQ(std::memcmp(with_stats.y.data(), plain.y.data(), plain.y.size() * sizeof(float)),
-            0)
+  ASSERT_EQ(
+      std::memcmp(with_stats.y.data(), plain.y.data(), plain.y.size() * sizeof(float)), 0)
       << Name(k) << ": the output changed when its statistics were asked for";
   testing::ExpectStatsOf(got, plain.y.data(), static_cast<int64_t>(plain.y.size()),
                          Name(k));
@@ -605,7 +606,7 @@ TEST_P(NormKernelTest, NonFiniteRowsPropagateAsInPyTorch) {
       in.x[7 * dim] = inf;  // Row 7: Inf and NaN (dim 1: NaN alone).
       in.x[7 * dim + dim - 1] = nan;
       for (int64_t i = 0; i < dim; ++i) in.x[8 * dim + i] = (i % 2 ? 1e30f : -3e30f);
-      in.x[8 * dim + dim / 2] = -inf;  // Row 8: -Inf among overflowing squares.
+      in.x[8 * dim + dim / 2] = -inf;      // Row 8: -Inf among overflowing squares.
       if (dim > 2) in.x[2 * dim] = -0.0f;  // Signed zeros beside an Inf.
       if (dim > 2) in.x[2 * dim + 1] = 0.0f;
       const Options o{WeightMode::kPlain, IsLayerNorm(k_), ResidualMode::kNone, in_place,
@@ -727,7 +728,8 @@ TEST_P(NormKernelTest, InfRowsMatchReferenceWithEveryOption) {
         }
       }
       for (int64_t r : {0, 1}) ASSERT_TRUE(RmsInfRow(k_, s.data() + r * dim, dim));
-      ASSERT_EQ(RmsInfRow(k_, s.data() + 3 * dim, dim), o.residual != ResidualMode::kNone);
+      ASSERT_EQ(RmsInfRow(k_, s.data() + 3 * dim, dim),
+                o.residual != ResidualMode::kNone);
       std::vector<float> scale(dim, 1.0f);
       for (int64_t i = 0; i < dim; ++i) {
         if (o.weight == WeightMode::kPlain) scale[i] = in.weight[i];

@@ -166,8 +166,8 @@ void CheckSinusoidal(PositionalContext& ctx, const SinusoidalCase& c, float base
   ExpectStatsRunMatches(
       y, n, c.misaligned,
       [&](float* out, ValueStats* stats) {
-        Sinusoidal(ctx, c.with_input ? x.data() : nullptr, positions.data(), c.rows, c.dim,
-                   base, c.layout, out, stats);
+        Sinusoidal(ctx, c.with_input ? x.data() : nullptr, positions.data(), c.rows,
+                   c.dim, base, c.layout, out, stats);
       },
       Describe(c));
 }
@@ -290,8 +290,8 @@ TEST_P(SinusoidalTest, CachedTableAddIsTheOnTheFlySumBitForBit) {
   for (int64_t dim : {2, 8, 64, 4098}) {
     for (SinusoidalLayout layout :
          {SinusoidalLayout::kInterleaved, SinusoidalLayout::kConcatenated}) {
-      SCOPED_TRACE(::testing::Message() << "dim " << dim << " layout "
-                                        << static_cast<int>(layout));
+      SCOPED_TRACE(::testing::Message()
+                   << "dim " << dim << " layout " << static_cast<int>(layout));
       PositionalContext ctx;
       std::vector<int64_t> positions(40);
       for (int64_t& p : positions) p = static_cast<int64_t>(rng() % 100);
@@ -300,12 +300,15 @@ TEST_P(SinusoidalTest, CachedTableAddIsTheOnTheFlySumBitForBit) {
       const std::vector<float> x = RandomValues(rows * dim, 1.0f, 31);
       std::vector<float> pe(rows * dim), want(rows * dim), y(rows * dim);
       PositionalContext fresh;
-      Sinusoidal(fresh, nullptr, positions.data(), rows, dim, 10000.0f, layout, pe.data());
+      Sinusoidal(fresh, nullptr, positions.data(), rows, dim, 10000.0f, layout,
+                 pe.data());
       for (size_t i = 0; i < want.size(); ++i) want[i] = x[i] + pe[i];
 
       for (const char* when : {"cold", "warm"}) {
-        Sinusoidal(ctx, x.data(), positions.data(), rows, dim, 10000.0f, layout, y.data());
-        EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0) << when;
+        Sinusoidal(ctx, x.data(), positions.data(), rows, dim, 10000.0f, layout,
+                   y.data());
+        EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
+            << when;
       }
       EXPECT_GT(ctx.CachedTableBytes(), 0);
       y = x;

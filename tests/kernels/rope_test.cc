@@ -238,7 +238,8 @@ TEST_P(RopeValuesTest, LargeMagnitudesAndNonFiniteValues) {
       CompareRows(x.data(), y_fast.data(), y_ref.data(), g, style, t, "values");
       std::vector<float> with_stats(x.size());
       ValueStats stats;
-      ApplyRope(x.data(), with_stats.data(), g, style, t.cos.data(), t.sin.data(), &stats);
+      ApplyRope(x.data(), with_stats.data(), g, style, t.cos.data(), t.sin.data(),
+                &stats);
       testing::ExpectSameOutput(with_stats.data(), y_fast.data(),
                                 static_cast<int64_t>(x.size()));
       testing::ExpectStatsOf(stats, y_fast.data(), static_cast<int64_t>(x.size()));

@@ -91,8 +91,14 @@ TEST(ValueStatsTest, AllZerosAndAllNan) {
 
 TEST(ValueStatsTest, MergeAddsCountsAndKeepsTheLargerMax) {
   ValueStats a, b;
-  a.count = 3; a.nan = 1; a.abs_max = 2; a.sum_squares = 8;
-  b.count = 2; b.inf = 1; b.abs_max = 5; b.sum_squares = 25;
+  a.count = 3;
+  a.nan = 1;
+  a.abs_max = 2;
+  a.sum_squares = 8;
+  b.count = 2;
+  b.inf = 1;
+  b.abs_max = 5;
+  b.sum_squares = 25;
   a.Merge(b);
   EXPECT_EQ(a.count, 5);
   EXPECT_EQ(a.nan, 1);

@@ -38,19 +38,19 @@ F Real(const char* symbol) {
 // REAL(mangled, type): `real`, the library's function, looked up once. The mangled
 // names carry abseil's inline namespace (debian3): Real() aborts if it changes.
 // Member functions take `this` as their first argument (Itanium C++ ABI).
-#define REAL(mangled, type)                              \
-  static const auto real = Real<type>(mangled);          \
+#define REAL(mangled, type)                     \
+  static const auto real = Real<type>(mangled); \
   (void)0
 
 using MutexFn = void (*)(absl::Mutex*);
 using MutexBoolFn = bool (*)(absl::Mutex*);
 using MutexCondFn = void (*)(absl::Mutex*, const absl::Condition&);
-using MutexCondDurationFn = bool (*)(absl::Mutex*, const absl::Condition&, absl::Duration);
+using MutexCondDurationFn = bool (*)(absl::Mutex*, const absl::Condition&,
+                                     absl::Duration);
 using MutexCondTimeFn = bool (*)(absl::Mutex*, const absl::Condition&, absl::Time);
 using WaitFn = void (*)(absl::CondVar*, absl::Mutex*);
 using WaitDurationFn = bool (*)(absl::CondVar*, absl::Mutex*, absl::Duration);
 using WaitTimeFn = bool (*)(absl::CondVar*, absl::Mutex*, absl::Time);
-
 
 }  // namespace
 

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/dtype.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/dtype.h"
 #include "server/ops/activate.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/wire_tensors.h"
@@ -109,9 +109,9 @@ TEST(ActivateRequestTest, RejectsUnspecifiedAndUnknownActivation) {
                        "SILU, SIGMOID, TANH, QUICK_GELU, SWIGLU, GEGLU, GEGLU_TANH or "
                        "REGLU"));
   request.set_activation(static_cast<v1::Activation>(42));
-  EXPECT_THAT(ParseActivateRequest(request),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "activation: unknown Activation 42"));
+  EXPECT_THAT(
+      ParseActivateRequest(request),
+      StatusIs(absl::StatusCode::kInvalidArgument, "activation: unknown Activation 42"));
 }
 
 TEST(ActivateRequestTest, RejectsMissingInput) {
@@ -180,8 +180,8 @@ TEST(ActivateRequestTest, RejectsBadInputTensor) {
                        HasSubstr("input.dtype: unknown dtype 9")));
   request = ValidRequest();
   *request.mutable_input() = MakeTensor({}, {1});
-  EXPECT_THAT(ParseActivateRequest(request),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("input.shape: rank 0")));
+  EXPECT_THAT(ParseActivateRequest(request), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                      HasSubstr("input.shape: rank 0")));
   request = ValidRequest();
   *request.mutable_input() = MakeTensor({2, 0}, {});
   EXPECT_THAT(ParseActivateRequest(request),
@@ -255,8 +255,7 @@ TEST(ActivateRequestTest, OutputDtypeAndSaturation) {
   EXPECT_EQ(response.output().dtype(), v1::FLOAT16);
   ASSERT_EQ(response.output().data().size(), 6u);
   std::vector<float> y(3);
-  ConvertToFloat32(ElementType::kFloat16, response.output().data().data(),
-                            3, y.data());
+  ConvertToFloat32(ElementType::kFloat16, response.output().data().data(), 3, y.data());
   EXPECT_THAT(y, ElementsAre(1.5f, INFINITY, 0.0f));
 
   // BFLOAT16 input: the output is BFLOAT16 too unless output_dtype says otherwise.
@@ -264,15 +263,14 @@ TEST(ActivateRequestTest, OutputDtypeAndSaturation) {
   bf16.set_activation(v1::TANH);
   bf16.mutable_input()->add_shape(2);
   bf16.mutable_input()->set_dtype(v1::BFLOAT16);
-  const uint16_t bits[] = {Float32ToBfloat16(0.5f),
-                           Float32ToBfloat16(-1.0f)};
+  const uint16_t bits[] = {Float32ToBfloat16(0.5f), Float32ToBfloat16(-1.0f)};
   bf16.mutable_input()->set_data(std::string(reinterpret_cast<const char*>(bits), 4));
   response = ParseAndRun(bf16);
   EXPECT_EQ(response.output().dtype(), v1::BFLOAT16);
-  ConvertToFloat32(ElementType::kBfloat16, response.output().data().data(),
-                            2, y.data());
-  EXPECT_THAT(std::vector<float>(y.begin(), y.begin() + 2),
-              ElementsAre(FloatNear(std::tanh(0.5f), 2e-3f), FloatNear(std::tanh(-1.0f), 4e-3f)));
+  ConvertToFloat32(ElementType::kBfloat16, response.output().data().data(), 2, y.data());
+  EXPECT_THAT(
+      std::vector<float>(y.begin(), y.begin() + 2),
+      ElementsAre(FloatNear(std::tanh(0.5f), 2e-3f), FloatNear(std::tanh(-1.0f), 4e-3f)));
 }
 
 }  // namespace

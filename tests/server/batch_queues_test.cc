@@ -127,7 +127,8 @@ TEST(BatchQueuesTest, HeldKeyWaitsUntilEveryHoldIsReleased) {
   ASSERT_TRUE(Add(queues, "a", 2, 1, kStart).ok());  // Full: would close at once.
   ASSERT_TRUE(Add(queues, "b", 3, 1, kStart).ok());
   EXPECT_EQ(queues.NextClose(), kStart + absl::Microseconds(10));  // b's, not a's.
-  std::optional<BatchQueues::Closed> closed = queues.TakeClosed(kStart + absl::Hours(1), false);
+  std::optional<BatchQueues::Closed> closed =
+      queues.TakeClosed(kStart + absl::Hours(1), false);
   ASSERT_TRUE(closed);
   EXPECT_EQ(closed->key, "b");
   EXPECT_EQ(queues.NextClose(), absl::InfiniteFuture());

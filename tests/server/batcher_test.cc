@@ -30,7 +30,8 @@ struct Probe {
 
 class ProbeTask : public BatchTask {
  public:
-  ProbeTask(Probe* probe, absl::Notification* release) : probe_(probe), release_(release) {}
+  ProbeTask(Probe* probe, absl::Notification* release)
+      : probe_(probe), release_(release) {}
   int64_t rows() const override { return 1; }
   void Run() {
     const int now = ++probe_->running;
@@ -61,7 +62,8 @@ std::unique_ptr<BatchTask> Task(Probe* probe, absl::Notification* release = null
 // Polls (bounded) until `done`; the batcher's threads need a moment to get there.
 template <typename F>
 bool Eventually(F done) {
-  for (int i = 0; i < 5000 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 5000 && !done(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return done();
 }
 

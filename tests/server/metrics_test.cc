@@ -3,12 +3,12 @@
 // all at 0, and requests counted into those same series afterwards.
 #include "server/metrics/metrics.h"
 
+#include <prometheus/metric_family.h>
+
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <prometheus/metric_family.h>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -37,21 +37,23 @@ std::map<Labels, double> Counters(const Metrics& metrics, const std::string& nam
 }
 
 // The method labels service.cc passes, one per RPC of layerserve.v1.LayerService.
-const std::vector<std::string> kMethods = {"Normalize",  "PositionalEncode", "Activate",
-                                           "BlockForward", "ListModels",   "GetModel",
-                                           "OpenSession", "CloseSession"};
+const std::vector<std::string> kMethods = {"Normalize",    "PositionalEncode", "Activate",
+                                           "BlockForward", "ListModels",       "GetModel",
+                                           "OpenSession",  "CloseSession"};
 const std::vector<std::string> kValueCheckedMethods = {"Normalize", "PositionalEncode",
                                                        "Activate", "BlockForward"};
 // The codes the dashboard's and alerts' error ratio select, and those DESIGN.md
 // names: each must have a series per method.
 const std::vector<std::string> kCodes = {
-    "OK",           "INVALID_ARGUMENT",   "NOT_FOUND",         "OUT_OF_RANGE",
-    "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "CANCELLED",     "UNAVAILABLE",
-    "FAILED_PRECONDITION", "ABORTED"};
+    "OK",           "INVALID_ARGUMENT",   "NOT_FOUND",
+    "OUT_OF_RANGE", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED",
+    "CANCELLED",    "UNAVAILABLE",        "FAILED_PRECONDITION",
+    "ABORTED"};
 
 TEST(MetricsTest, RequestCountersOfEveryMethodAndCodeStartAtZero) {
   const Metrics metrics;
-  const std::map<Labels, double> requests = Counters(metrics, "layerserve_requests_total");
+  const std::map<Labels, double> requests =
+      Counters(metrics, "layerserve_requests_total");
   EXPECT_EQ(requests.size(), kMethods.size() * kCodes.size());
   for (const std::string& method : kMethods) {
     for (const std::string& code : kCodes) {
@@ -89,13 +91,15 @@ TEST(MetricsTest, RequestsAreCountedInTheSeriesThatExistedBefore) {
   metrics.RequestStarted("Normalize", 10);
   metrics.RequestFinished("Normalize", grpc::StatusCode::OK, absl::Milliseconds(1), 10);
   metrics.RequestStarted("GetModel", 10);
-  metrics.RequestFinished("GetModel", grpc::StatusCode::NOT_FOUND, absl::Milliseconds(1), 0);
+  metrics.RequestFinished("GetModel", grpc::StatusCode::NOT_FOUND, absl::Milliseconds(1),
+                          0);
   kernels::ValueStats stats;
   stats.count = 3;
   stats.nan = 3;
   metrics.OutputValues("Activate", stats);
 
-  const std::map<Labels, double> requests = Counters(metrics, "layerserve_requests_total");
+  const std::map<Labels, double> requests =
+      Counters(metrics, "layerserve_requests_total");
   EXPECT_EQ(requests.size(), kMethods.size() * kCodes.size());
   std::map<Labels, double> nonzero;
   for (const auto& [labels, value] : requests) {
@@ -107,7 +111,8 @@ TEST(MetricsTest, RequestsAreCountedInTheSeriesThatExistedBefore) {
   const std::map<Labels, double> nonfinite =
       Counters(metrics, "layerserve_nonfinite_values_total");
   EXPECT_EQ(nonfinite.size(), kValueCheckedMethods.size() * 4);
-  EXPECT_EQ(nonfinite.at({{"method", "Activate"}, {"where", "output"}, {"kind", "nan"}}), 3);
+  EXPECT_EQ(nonfinite.at({{"method", "Activate"}, {"where", "output"}, {"kind", "nan"}}),
+            3);
 }
 
 }  // namespace

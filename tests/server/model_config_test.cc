@@ -133,9 +133,12 @@ TEST(ModelConfigTest, GptNeoxPartialRotaryAndParallelResidual) {
 
 TEST(ModelConfigTest, Gpt2WithoutAttentionScaling) {
   EXPECT_FLOAT_EQ(Parse(R"({"model_type":"gpt2","n_embd":48,"n_layer":1,"n_head":4,
-      "scale_attn_weights":false})").attention_scale, 1.0f);
+      "scale_attn_weights":false})")
+                      .attention_scale,
+                  1.0f);
   EXPECT_THAT(ParseModelConfig(R"({"model_type":"gpt2","n_embd":48,"n_layer":1,
-      "n_head":4,"scale_attn_by_inverse_layer_idx":true})", "c"),
+      "n_head":4,"scale_attn_by_inverse_layer_idx":true})",
+                               "c"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("scale_attn_by_inverse_layer_idx: true is not served")));
 }
@@ -156,9 +159,9 @@ TEST(ModelConfigTest, RopeScalingTypes) {
 }
 
 TEST(ModelConfigTest, Errors) {
-  EXPECT_THAT(ParseModelConfig("[1]", "m/config.json"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "m/config.json: not a JSON object"));
+  EXPECT_THAT(
+      ParseModelConfig("[1]", "m/config.json"),
+      StatusIs(absl::StatusCode::kInvalidArgument, "m/config.json: not a JSON object"));
   EXPECT_THAT(ParseModelConfig(R"({"model_type":"bert"})", "m/config.json"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("m/config.json: model_type: \"bert\" is not served")));
@@ -169,36 +172,44 @@ TEST(ModelConfigTest, Errors) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "c: hidden_size: must be a positive integer below 2^31, got -4"));
   // Found by fuzz/model_config_fuzz.cc (reproducers in fuzz/regressions/).
-  EXPECT_THAT(ParseModelConfig(R"({"model_type":"gpt2","n_embd":4611686018427387904})", "c"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("c: n_embd: must be a positive integer below 2^31")));
+  EXPECT_THAT(
+      ParseModelConfig(R"({"model_type":"gpt2","n_embd":4611686018427387904})", "c"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("c: n_embd: must be a positive integer below 2^31")));
   EXPECT_THAT(ParseModelConfig(R"({"model_type":"llama","hidden_size":32,
       "num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":64,
-      "rope_theta":1e103})", "c"),
+      "rope_theta":1e103})",
+                               "c"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "c: rope_theta: 1e+103 is beyond the float32 range"));
-  EXPECT_THAT(ParseModelConfig(R"({"model_type":"llama","hidden_size":30,
-      "num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":64})", "c"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("num_attention_heads: 4 does not divide hidden_size 30")));
+  EXPECT_THAT(
+      ParseModelConfig(R"({"model_type":"llama","hidden_size":30,
+      "num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":64})",
+                       "c"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("num_attention_heads: 4 does not divide hidden_size 30")));
   EXPECT_THAT(ParseModelConfig(R"({"model_type":"llama","hidden_size":32,
       "num_hidden_layers":1,"num_attention_heads":4,"num_key_value_heads":3,
-      "intermediate_size":64})", "c"),
+      "intermediate_size":64})",
+                               "c"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("num_key_value_heads: 3 does not divide")));
   EXPECT_THAT(ParseModelConfig(R"({"model_type":"llama","hidden_size":32,
       "num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":64,
-      "rope_scaling":{"type":"longrope","factor":2}})", "c"),
+      "rope_scaling":{"type":"longrope","factor":2}})",
+                               "c"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("rope_scaling.rope_type: \"longrope\" is not served")));
   EXPECT_THAT(ParseModelConfig(R"({"model_type":"llama","hidden_size":32,
       "num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":64,
-      "rope_scaling":{"type":"linear","factor":0.5}})", "c"),
+      "rope_scaling":{"type":"linear","factor":0.5}})",
+                               "c"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("rope_scaling.factor: 0.5 must be >= 1")));
   EXPECT_THAT(ParseModelConfig(R"({"model_type":"llama","hidden_size":32,
       "num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":64,
-      "hidden_act":"mish"})", "c"),
+      "hidden_act":"mish"})",
+                               "c"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("hidden_act: activation \"mish\" is not served")));
 }

@@ -59,8 +59,8 @@ TEST(NormalizeRequestTest, RejectsMissingInput) {
 TEST(NormalizeRequestTest, RejectsScalarInput) {
   v1::NormalizeRequest request = ValidRequest();
   *request.mutable_input() = MakeTensor({}, {1});
-  EXPECT_THAT(ParseNormalizeRequest(request),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("input.shape: rank 0")));
+  EXPECT_THAT(ParseNormalizeRequest(request), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                       HasSubstr("input.shape: rank 0")));
 }
 
 TEST(NormalizeRequestTest, RejectsInputByteCountMismatch) {
@@ -82,9 +82,9 @@ TEST(NormalizeRequestTest, RejectsWeightLengthNotEqualLastDim) {
 TEST(NormalizeRequestTest, RejectsWeightOfRankTwo) {
   v1::NormalizeRequest request = ValidRequest();
   *request.mutable_weight() = MakeTensor({1, 4}, {1, 1, 1, 1});
-  EXPECT_THAT(ParseNormalizeRequest(request),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("weight.shape: rank 2")));
+  EXPECT_THAT(
+      ParseNormalizeRequest(request),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("weight.shape: rank 2")));
 }
 
 TEST(NormalizeRequestTest, RejectsBiasLengthNotEqualLastDim) {
@@ -99,8 +99,8 @@ TEST(NormalizeRequestTest, RejectsBiasWithRmsNorm) {
   v1::NormalizeRequest request = ValidRequest();
   request.set_kind(v1::RMS_NORM);
   *request.mutable_bias() = MakeTensor({4}, {0, 0, 0, 0});
-  EXPECT_THAT(ParseNormalizeRequest(request),
-              StatusIs(absl::StatusCode::kInvalidArgument, "bias: RMS_NORM takes no bias"));
+  EXPECT_THAT(ParseNormalizeRequest(request), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                       "bias: RMS_NORM takes no bias"));
 }
 
 TEST(NormalizeRequestTest, RejectsBadWeightDtype) {
@@ -115,9 +115,8 @@ TEST(NormalizeRequestTest, RejectsBadWeightDtype) {
 TEST(NormalizeRequestTest, RejectsWeightOffsetWithoutWeight) {
   v1::NormalizeRequest request = ValidRequest();
   request.set_weight_offset(true);
-  EXPECT_THAT(ParseNormalizeRequest(request),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "weight_offset: requires weight"));
+  EXPECT_THAT(ParseNormalizeRequest(request), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                       "weight_offset: requires weight"));
 }
 
 TEST(NormalizeRequestTest, RejectsNegativeOrNonFiniteEpsilon) {

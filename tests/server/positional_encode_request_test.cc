@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/dtype.h"
 #include "server/ops/positional_encode.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/wire_tensors.h"
@@ -376,16 +376,16 @@ TEST(AlibiRequestTest, RunsBiasAndScoresAdd) {
               ElementsAre(-1.0f / 16, 0, 1.0f / 16, -1.0f / 256, 0, 1.0f / 256));
 
   v1::PositionalEncodeRequest add;
-  *add.mutable_alibi()->mutable_scores() =
-      MakeTensor({1, 2, 1, 3}, {1, 1, 1, 2, 2, 2});
+  *add.mutable_alibi()->mutable_scores() = MakeTensor({1, 2, 1, 3}, {1, 1, 1, 2, 2, 2});
   add.mutable_alibi()->set_symmetric(true);
   add.mutable_alibi()->set_query_offset(1);
   add.set_output_dtype(v1::FLOAT16);
   response = ParseAndRun(add);
   EXPECT_EQ(response.output().dtype(), v1::FLOAT16);
   EXPECT_THAT(response.output().shape(), ElementsAre(1, 2, 1, 3));
-  EXPECT_THAT(TensorValues(response.output()), ElementsAre(1 - 1.0f / 16, 1, 1 - 1.0f / 16,
-                                                     2 - 1.0f / 256, 2, 2 - 1.0f / 256));
+  EXPECT_THAT(
+      TensorValues(response.output()),
+      ElementsAre(1 - 1.0f / 16, 1, 1 - 1.0f / 16, 2 - 1.0f / 256, 2, 2 - 1.0f / 256));
 }
 
 TEST(AlibiRequestTest, CountsSaturatedHalfPrecisionOutputs) {
@@ -503,8 +503,7 @@ TEST(T5BiasRequestTest, RunsWithTheTablesDtype) {
   *r.mutable_t5_bias()->mutable_table() = MakeTensor({2, 1}, {10, 30});
   r.mutable_t5_bias()->mutable_table()->set_dtype(v1::BFLOAT16);
   r.mutable_t5_bias()->mutable_table()->mutable_data()->resize(4);
-  const uint16_t bits[2] = {Float32ToBfloat16(10),
-                            Float32ToBfloat16(30)};
+  const uint16_t bits[2] = {Float32ToBfloat16(10), Float32ToBfloat16(30)};
   std::memcpy(r.mutable_t5_bias()->mutable_table()->mutable_data()->data(), bits, 4);
   r.mutable_t5_bias()->set_max_distance(2);
   r.mutable_t5_bias()->set_query_length(2);

@@ -23,7 +23,8 @@ TEST(PositionsTest, TEntriesAreSharedByEveryRow) {
 }
 
 TEST(PositionsTest, BTEntriesArePerRow) {
-  EXPECT_THAT(*ResolvePositions(0, Field({1, 2, 3, 4}), 2, 2, ""), ElementsAre(1, 2, 3, 4));
+  EXPECT_THAT(*ResolvePositions(0, Field({1, 2, 3, 4}), 2, 2, ""),
+              ElementsAre(1, 2, 3, 4));
 }
 
 TEST(PositionsTest, RejectsOtherCounts) {
@@ -33,18 +34,18 @@ TEST(PositionsTest, RejectsOtherCounts) {
 }
 
 TEST(PositionsTest, RejectsNegativePositionsAndOffsets) {
-  EXPECT_THAT(ResolvePositions(0, Field({0, -1}), 1, 2, "rope."),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "rope.positions[1]: -1 must be >= 0"));
-  EXPECT_THAT(ResolvePositions(-3, Field({}), 1, 2, ""),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "position_offset: -3 must be >= 0"));
+  EXPECT_THAT(
+      ResolvePositions(0, Field({0, -1}), 1, 2, "rope."),
+      StatusIs(absl::StatusCode::kInvalidArgument, "rope.positions[1]: -1 must be >= 0"));
+  EXPECT_THAT(
+      ResolvePositions(-3, Field({}), 1, 2, ""),
+      StatusIs(absl::StatusCode::kInvalidArgument, "position_offset: -3 must be >= 0"));
 }
 
 TEST(PositionsTest, RejectsOffsetOverflow) {
-  EXPECT_THAT(ResolvePositions(std::numeric_limits<int64_t>::max() - 1, Field({}), 1, 4, ""),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       ::testing::HasSubstr("overflows")));
+  EXPECT_THAT(
+      ResolvePositions(std::numeric_limits<int64_t>::max() - 1, Field({}), 1, 4, ""),
+      StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("overflows")));
 }
 
 }  // namespace

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/dtype.h"
 #include "server/ops/positional_encode_rope.h"
 #include "tests/golden/rope_golden.h"
 #include "tests/testing/status_matchers.h"
@@ -460,8 +460,8 @@ TEST_P(RopeGoldenRequestTest, MatchesPyTorch) {
     EXPECT_EQ(RunRope(*job, &response).saturated, 0);
     EXPECT_EQ(response.output().dtype(), dtype);
     EXPECT_THAT(response.output().shape(), ::testing::ElementsAreArray(c.query_shape));
-    ExpectMatchesGolden(c, *job, c.query, TensorValues(response.output()), c.expected_query,
-                        c.query_shape, tol, "query");
+    ExpectMatchesGolden(c, *job, c.query, TensorValues(response.output()),
+                        c.expected_query, c.query_shape, tol, "query");
     EXPECT_EQ(response.has_key(), !c.key.empty());
     if (!c.key.empty()) {
       EXPECT_THAT(response.key().shape(), ::testing::ElementsAreArray(c.key_shape));

@@ -51,15 +51,15 @@ std::string Floats(std::initializer_list<float> values) {
 }
 
 TEST_F(SafetensorsTest, OpensValidFileWithEveryDtype) {
-  const std::string data = Floats({1, 2, 3, 4, 5, 6}) + std::string("\x80\x3f\x00\x3c", 4) +
-                           std::string(8, '\x07');
-  const std::string path = Write(
-      R"({"__metadata__":{"format":"pt"},)"
-      R"("w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
-      R"("b":{"dtype":"BF16","shape":[1],"data_offsets":[24,26]},)"
-      R"("h":{"dtype":"F16","shape":[1],"data_offsets":[26,28]},)"
-      R"("ids":{"dtype":"I64","shape":[1],"data_offsets":[28,36]}})",
-      data);
+  const std::string data = Floats({1, 2, 3, 4, 5, 6}) +
+                           std::string("\x80\x3f\x00\x3c", 4) + std::string(8, '\x07');
+  const std::string path =
+      Write(R"({"__metadata__":{"format":"pt"},)"
+            R"("w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
+            R"("b":{"dtype":"BF16","shape":[1],"data_offsets":[24,26]},)"
+            R"("h":{"dtype":"F16","shape":[1],"data_offsets":[26,28]},)"
+            R"("ids":{"dtype":"I64","shape":[1],"data_offsets":[28,36]}})",
+            data);
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->tensors().size(), 4u);
@@ -114,29 +114,32 @@ TEST_F(SafetensorsTest, RejectsTruncatedData) {
 
 TEST_F(SafetensorsTest, RejectsOffsetsThatDisagreeWithTheShape) {
   EXPECT_THAT(
-      SafetensorsFile::Open(Write(
-          R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", Floats({1, 2, 3, 4}))),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("tensor \"w\": shape [3] F32 needs 12 bytes, data_offsets span 16")));
+      SafetensorsFile::Open(
+          Write(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})",
+                Floats({1, 2, 3, 4}))),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("tensor \"w\": shape [3] F32 needs 12 bytes, data_offsets span 16")));
 }
 
 TEST_F(SafetensorsTest, RejectsOverlappingTensors) {
-  EXPECT_THAT(SafetensorsFile::Open(Write(
-                  R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                  R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
-                  Floats({1, 2, 3}))),
+  EXPECT_THAT(SafetensorsFile::Open(
+                  Write(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                        R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                        Floats({1, 2, 3}))),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("tensors \"a\" and \"b\" overlap")));
 }
 
 TEST_F(SafetensorsTest, RejectsUnknownDtypeAndMalformedEntries) {
-  EXPECT_THAT(SafetensorsFile::Open(Write(
-                  R"({"w":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}})", "x")),
+  EXPECT_THAT(SafetensorsFile::Open(
+                  Write(R"({"w":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}})", "x")),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("tensor \"w\": unknown dtype \"Q4\"")));
-  EXPECT_THAT(SafetensorsFile::Open(Write(R"({"w":{"dtype":"F32","shape":[1]}})", "xxxx")),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("tensor \"w\": needs \"dtype\", \"shape\"")));
+  EXPECT_THAT(
+      SafetensorsFile::Open(Write(R"({"w":{"dtype":"F32","shape":[1]}})", "xxxx")),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("tensor \"w\": needs \"dtype\", \"shape\"")));
   EXPECT_THAT(SafetensorsFile::Open(Write(
                   R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", "xxxx")),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -148,10 +151,11 @@ TEST_F(SafetensorsTest, RejectsUnknownDtypeAndMalformedEntries) {
 }
 
 TEST_F(SafetensorsTest, RejectsShapeOverflow) {
-  EXPECT_THAT(SafetensorsFile::Open(Write(
-                  R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})",
-                  "xxxx")),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("shape overflows")));
+  EXPECT_THAT(
+      SafetensorsFile::Open(Write(
+          R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})",
+          "xxxx")),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("shape overflows")));
 }
 
 }  // namespace

@@ -8,17 +8,17 @@
 
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <functional>
+#include <memory>
 #include <thread>
 
+#include "common/dtype.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/dtype.h"
-#include "tests/testing/wire_tensors.h"
 #include "kernels/norm.h"
 #include "tests/golden/golden_json.h"
 #include "tests/golden/norm_golden.h"
+#include "tests/testing/wire_tensors.h"
 
 namespace layerserve {
 namespace {
@@ -127,13 +127,14 @@ TEST_F(ServiceTest, NormalizeMatchesPyTorchInBfloat16) {
 TEST_F(ServiceTest, InvalidRequestGetsInvalidArgumentNamingTheField) {
   v1::NormalizeRequest request;
   request.set_kind(v1::RMS_NORM);
-  *request.mutable_input() = MakeTensor({3, 5}, std::vector<float>(15, 1.0f),
-                                        ElementType::kFloat32);
+  *request.mutable_input() =
+      MakeTensor({3, 5}, std::vector<float>(15, 1.0f), ElementType::kFloat32);
   request.mutable_input()->mutable_data()->resize(56);
   v1::NormalizeResponse response;
   const grpc::Status status = Normalize(request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(status.error_message(), "input.data: shape [3,5] FLOAT32 needs 60 bytes, got 56");
+  EXPECT_EQ(status.error_message(),
+            "input.data: shape [3,5] FLOAT32 needs 60 bytes, got 56");
 }
 
 TEST_F(ServiceTest, SessionsOpenAndCloseOnce) {
@@ -185,7 +186,8 @@ TEST_F(ServiceTest, ListsAndDescribesTheDemoModel) {
   EXPECT_THAT(status.error_message(), HasSubstr("\"llama\""));
 }
 
-grpc::Status CallBlockForward(v1::LayerService::Stub& stub, const v1::BlockForwardRequest& r,
+grpc::Status CallBlockForward(v1::LayerService::Stub& stub,
+                              const v1::BlockForwardRequest& r,
                               v1::BlockForwardResponse* response) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
@@ -218,8 +220,9 @@ TEST_F(ServiceTest, BlockForwardBatchWithPaddingMatchesSequenceAlone) {
 
   v1::BlockForwardRequest alone;
   alone.set_num_layers(2);
-  *alone.mutable_hidden_states() = MakeTensor(
-      {3, 512}, std::vector<float>(a.begin(), a.begin() + 3 * 512), ElementType::kFloat32);
+  *alone.mutable_hidden_states() =
+      MakeTensor({3, 512}, std::vector<float>(a.begin(), a.begin() + 3 * 512),
+                 ElementType::kFloat32);
   v1::BlockForwardResponse alone_out;
   ASSERT_TRUE(CallBlockForward(*stub_, alone, &alone_out).ok());
 
@@ -233,7 +236,8 @@ TEST_F(ServiceTest, BlockForwardBatchWithPaddingMatchesSequenceAlone) {
 
 TEST_F(ServiceTest, BlockForwardErrorsNameTheField) {
   v1::BlockForwardRequest good;
-  *good.mutable_hidden_states() = MakeTensor({2, 512}, Hidden(2, 0), ElementType::kFloat32);
+  *good.mutable_hidden_states() =
+      MakeTensor({2, 512}, Hidden(2, 0), ElementType::kFloat32);
   v1::BlockForwardResponse response;
   ASSERT_TRUE(CallBlockForward(*stub_, good, &response).ok());
   EXPECT_EQ(response.hidden_states().dtype(), v1::FLOAT32);
@@ -244,17 +248,29 @@ TEST_F(ServiceTest, BlockForwardErrorsNameTheField) {
     std::string message;
   };
   const Case cases[] = {
-      {[](auto& r) { r.set_model("nope"); }, grpc::StatusCode::NOT_FOUND, "model: no model \"nope\""},
-      {[](auto& r) { r.set_layer_start(4); }, grpc::StatusCode::OUT_OF_RANGE, "layer_start: 4 is past"},
-      {[](auto& r) { r.set_layer_start(3); r.set_num_layers(2); }, grpc::StatusCode::OUT_OF_RANGE,
-       "num_layers: layers 3..4 run past"},
-      {[](auto& r) { r.set_layer_start(-1); }, grpc::StatusCode::INVALID_ARGUMENT, "layer_start: -1"},
-      {[](auto& r) { r.clear_hidden_states(); }, grpc::StatusCode::INVALID_ARGUMENT, "hidden_states: required"},
-      {[](auto& r) { *r.mutable_hidden_states() = MakeTensor({2, 7}, std::vector<float>(14), ElementType::kFloat32); },
-       grpc::StatusCode::INVALID_ARGUMENT, "hidden_states.shape: last dimension 7 of [2,7] must equal"},
+      {[](auto& r) { r.set_model("nope"); }, grpc::StatusCode::NOT_FOUND,
+       "model: no model \"nope\""},
+      {[](auto& r) { r.set_layer_start(4); }, grpc::StatusCode::OUT_OF_RANGE,
+       "layer_start: 4 is past"},
+      {[](auto& r) {
+         r.set_layer_start(3);
+         r.set_num_layers(2);
+       },
+       grpc::StatusCode::OUT_OF_RANGE, "num_layers: layers 3..4 run past"},
+      {[](auto& r) { r.set_layer_start(-1); }, grpc::StatusCode::INVALID_ARGUMENT,
+       "layer_start: -1"},
+      {[](auto& r) { r.clear_hidden_states(); }, grpc::StatusCode::INVALID_ARGUMENT,
+       "hidden_states: required"},
+      {[](auto& r) {
+         *r.mutable_hidden_states() =
+             MakeTensor({2, 7}, std::vector<float>(14), ElementType::kFloat32);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "hidden_states.shape: last dimension 7 of [2,7] must equal"},
       {[](auto& r) { r.add_sequence_lengths(3); }, grpc::StatusCode::INVALID_ARGUMENT,
        "sequence_lengths[0]: 3 must be in [1, T = 2]"},
-      {[](auto& r) { r.set_position_offset(int64_t{1} << 24); }, grpc::StatusCode::INVALID_ARGUMENT,
+      {[](auto& r) { r.set_position_offset(int64_t{1} << 24); },
+       grpc::StatusCode::INVALID_ARGUMENT,
        "position_offset: position 16777217 is past 16777216"},
       {[](auto& r) { r.set_session_id("s"); }, grpc::StatusCode::NOT_FOUND,
        "session_id: session \"s\" was not opened on this replica"},
@@ -294,8 +310,7 @@ TEST_F(ServiceTest, ConcurrentCallersEachGetTheirOwnResult) {
         for (size_t k = 0; k < x.size(); ++k) x[k] = std::sin(0.1f * k + t * 13 + i);
         v1::NormalizeRequest request;
         request.set_kind(i % 2 ? v1::RMS_NORM : v1::LAYER_NORM);
-        *request.mutable_input() =
-            MakeTensor({rows, dim}, x, ElementType::kFloat32);
+        *request.mutable_input() = MakeTensor({rows, dim}, x, ElementType::kFloat32);
         v1::NormalizeResponse response;
         if (!Normalize(request, &response).ok()) {
           ++failures;
@@ -311,7 +326,8 @@ TEST_F(ServiceTest, ConcurrentCallersEachGetTheirOwnResult) {
         }
         const std::vector<float> got = TensorValues(response.output());
         for (size_t k = 0; k < want.size(); ++k) {
-          if (!(std::fabs(got[k] - want[k]) <= 1e-5f * std::max(1.0f, std::fabs(want[k])))) {
+          if (!(std::fabs(got[k] - want[k]) <=
+                1e-5f * std::max(1.0f, std::fabs(want[k])))) {
             ++failures;
             break;
           }

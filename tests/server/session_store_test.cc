@@ -58,8 +58,8 @@ TEST_F(SessionStoreTest, LeaseAppendsAndFreesTheSessionForTheNextCall) {
   absl::StatusOr<SessionLease> lease = store.Acquire(*id, 5);
   ASSERT_TRUE(lease.ok());
   EXPECT_EQ(store.bytes(), BlockBytes()) << "reserved up front";
-  EXPECT_THAT(store.Acquire(*id, 1),
-              StatusIs(absl::StatusCode::kAborted, HasSubstr("is in use by another call")));
+  EXPECT_THAT(store.Acquire(*id, 1), StatusIs(absl::StatusCode::kAborted,
+                                              HasSubstr("is in use by another call")));
   Compute(std::move(*lease), 5);
   lease = store.Acquire(*id, 1);
   ASSERT_TRUE(lease.ok());
@@ -89,8 +89,9 @@ TEST_F(SessionStoreTest, LengthPastMaxLengthIsOutOfRange) {
                        "hidden_states: session \"" + id +
                            "\" holds 6 tokens; 3 more would pass its max_length 8"));
   EXPECT_TRUE(store.Acquire(id, 2).ok());
-  EXPECT_THAT(store.Open(model_, 0, 1, model_->config.max_position_embeddings + 1),
-              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("max_position_embeddings")));
+  EXPECT_THAT(
+      store.Open(model_, 0, 1, model_->config.max_position_embeddings + 1),
+      StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("max_position_embeddings")));
   EXPECT_THAT(store.Open(model_, 0, 1, -1),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_length: -1")));
 }

@@ -28,8 +28,8 @@ v1::Tensor MakeTensor(std::vector<int64_t> shape, v1::DataType dtype, size_t byt
 }
 
 TEST(TensorCodecTest, AcceptsEveryDtypeWithExactByteCount) {
-  for (auto [dtype, size] : {std::pair{v1::FLOAT32, 4}, {v1::BFLOAT16, 2},
-                             {v1::FLOAT16, 2}}) {
+  for (auto [dtype, size] :
+       {std::pair{v1::FLOAT32, 4}, {v1::BFLOAT16, 2}, {v1::FLOAT16, 2}}) {
     absl::StatusOr<TensorInfo> info =
         ValidateTensor(MakeTensor({3, 5}, dtype, 15 * size), "input", {1, 8});
     ASSERT_TRUE(info.ok()) << info.status();
@@ -40,17 +40,17 @@ TEST(TensorCodecTest, AcceptsEveryDtypeWithExactByteCount) {
 }
 
 TEST(TensorCodecTest, RejectsUnspecifiedDtype) {
-  EXPECT_THAT(ValidateTensor(MakeTensor({2}, v1::DATA_TYPE_UNSPECIFIED, 8), "input",
-                             {1, 8}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("input.dtype: dtype is DATA_TYPE_UNSPECIFIED")));
+  EXPECT_THAT(
+      ValidateTensor(MakeTensor({2}, v1::DATA_TYPE_UNSPECIFIED, 8), "input", {1, 8}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("input.dtype: dtype is DATA_TYPE_UNSPECIFIED")));
 }
 
 TEST(TensorCodecTest, RejectsUnknownDtype) {
-  EXPECT_THAT(ValidateTensor(MakeTensor({2}, static_cast<v1::DataType>(7), 8),
-                             "weight", {1, 1}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("weight.dtype: unknown dtype 7")));
+  EXPECT_THAT(
+      ValidateTensor(MakeTensor({2}, static_cast<v1::DataType>(7), 8), "weight", {1, 1}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("weight.dtype: unknown dtype 7")));
 }
 
 TEST(TensorCodecTest, RejectsEmptyShapeWhereRankIsRequired) {
@@ -111,8 +111,7 @@ TEST(TensorCodecTest, DecodesAndEncodesBfloat16) {
   EXPECT_THAT(decoded->values, ::testing::ElementsAre(1.0f, -2.0f, 0.5f));
 
   v1::Tensor out;
-  EXPECT_EQ(EncodeTensor({3}, decoded->values.data(), 3, ElementType::kBfloat16,
-                         &out),
+  EXPECT_EQ(EncodeTensor({3}, decoded->values.data(), 3, ElementType::kBfloat16, &out),
             0);
   EXPECT_EQ(out.dtype(), v1::BFLOAT16);
   EXPECT_EQ(out.data(), t.data());
@@ -187,8 +186,7 @@ TEST(TensorCodecTest, Float32DecodeViewsTheWireBytes) {
 }
 
 TEST(TensorCodecTest, SixteenBitDecodeOwnsConvertedValues) {
-  for (ElementType type :
-       {ElementType::kBfloat16, ElementType::kFloat16}) {
+  for (ElementType type : {ElementType::kBfloat16, ElementType::kFloat16}) {
     for (int64_t n : kSizes) {
       SCOPED_TRACE(::testing::Message() << static_cast<int>(type) << " n=" << n);
       const std::vector<float> values = MixedValues(n);
@@ -293,8 +291,8 @@ TEST(TensorCodecTest, ResizeUninitializedKeepsThePrefixAndSetsTheSize) {
 TEST(TensorCodecTest, OutputsOverwriteWhateverTheTensorHeld) {
   const std::vector<float> values = {1.5f, -2.0f, 0.25f, 3.0f, -0.5f, 7.0f, 8.0f};
   const int64_t n = static_cast<int64_t>(values.size());
-  for (auto type : {ElementType::kFloat32, ElementType::kBfloat16,
-                    ElementType::kFloat16}) {
+  for (auto type :
+       {ElementType::kFloat32, ElementType::kBfloat16, ElementType::kFloat16}) {
     SCOPED_TRACE(static_cast<int>(type));
     v1::Tensor filled;
     filled.set_data(std::string(4096, 'A'));
@@ -314,14 +312,13 @@ TEST(TensorCodecTest, OutputsOverwriteWhateverTheTensorHeld) {
 }
 
 TEST(TensorCodecTest, OutputTypeDefaultsToInput) {
-  EXPECT_EQ(*ResolveOutputType(v1::DATA_TYPE_UNSPECIFIED,
-                               ElementType::kBfloat16, "output_dtype"),
-            ElementType::kBfloat16);
-  EXPECT_EQ(*ResolveOutputType(v1::FLOAT32, ElementType::kBfloat16,
+  EXPECT_EQ(*ResolveOutputType(v1::DATA_TYPE_UNSPECIFIED, ElementType::kBfloat16,
                                "output_dtype"),
+            ElementType::kBfloat16);
+  EXPECT_EQ(*ResolveOutputType(v1::FLOAT32, ElementType::kBfloat16, "output_dtype"),
             ElementType::kFloat32);
-  EXPECT_THAT(ResolveOutputType(static_cast<v1::DataType>(9),
-                                ElementType::kFloat32, "output_dtype"),
+  EXPECT_THAT(ResolveOutputType(static_cast<v1::DataType>(9), ElementType::kFloat32,
+                                "output_dtype"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("output_dtype: unknown dtype 9")));
 }

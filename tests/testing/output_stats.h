@@ -23,7 +23,8 @@ inline void ExpectSameOutput(const float* with_stats, const float* y, int64_t n,
   for (int64_t i = 0; i < n; ++i) {
     const bool same = std::memcmp(&with_stats[i], &y[i], sizeof(float)) == 0 ||
                       (std::isnan(with_stats[i]) && std::isnan(y[i]));
-    ASSERT_TRUE(same) << what << ": the output changed when its statistics were asked for, at "
+    ASSERT_TRUE(same) << what
+                      << ": the output changed when its statistics were asked for, at "
                       << i << ": " << with_stats[i] << " vs " << y[i];
   }
 }

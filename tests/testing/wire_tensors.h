@@ -29,7 +29,7 @@ inline std::vector<float> TensorValues(const v1::Tensor& t) {
   const ElementType type = *ElementTypeFromProto(t.dtype(), "dtype");
   std::vector<float> values(t.data().size() / ElementSize(type));
   ConvertToFloat32(type, t.data().data(), static_cast<int64_t>(values.size()),
-                            values.data());
+                   values.data());
   return values;
 }
 

@@ -1,12 +1,11 @@
 // The command line of layerserve-bench.
-#include "tools/loadgen/options.h"
-
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
+#include "tools/loadgen/options.h"
 
 namespace layerserve::client {
 namespace {
@@ -49,9 +48,10 @@ TEST(BenchOptionsTest, ClosedLoopSweep) {
 }
 
 TEST(BenchOptionsTest, OpenLoopSweep) {
-  absl::StatusOr<BenchOptions> o = ParseBenchArgs(
-      {"--rate=100,250.5", "--distribution=constant", "--duration=30s", "--max-threads=8",
-       "--method=block-forward", "--batch=2", "--tokens=128", "--layers=4", "--model=tiny"});
+  absl::StatusOr<BenchOptions> o =
+      ParseBenchArgs({"--rate=100,250.5", "--distribution=constant", "--duration=30s",
+                      "--max-threads=8", "--method=block-forward", "--batch=2",
+                      "--tokens=128", "--layers=4", "--model=tiny"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_THAT(o->rates, ElementsAre(100, 250.5));
   EXPECT_TRUE(o->concurrency.empty());
@@ -65,31 +65,35 @@ TEST(BenchOptionsTest, OpenLoopSweep) {
 }
 
 TEST(BenchOptionsTest, RejectsContradictionsAndBadValues) {
-  auto error = [](std::vector<std::string> args) { return ParseBenchArgs(args).status(); };
-  EXPECT_THAT(error({"--rate=10", "--concurrency=2"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exclude each other")));
-  EXPECT_THAT(error({"--duration=1s", "--requests=5"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exclude each other")));
+  auto error = [](std::vector<std::string> args) {
+    return ParseBenchArgs(args).status();
+  };
+  EXPECT_THAT(
+      error({"--rate=10", "--concurrency=2"}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exclude each other")));
+  EXPECT_THAT(
+      error({"--duration=1s", "--requests=5"}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exclude each other")));
   EXPECT_THAT(error({"--distribution=poisson"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs --rate")));
-  EXPECT_THAT(error({"--concurrency=0"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, "--concurrency must be >= 1, got 0"));
+  EXPECT_THAT(error({"--concurrency=0"}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                   "--concurrency must be >= 1, got 0"));
   EXPECT_THAT(error({"--rate=0"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("> 0 requests/s")));
-  EXPECT_THAT(error({"--shape=8,0"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, "--shape must be >= 1, got 0"));
-  EXPECT_THAT(error({"--requests=0"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, "--requests must be >= 1, got 0"));
+  EXPECT_THAT(error({"--shape=8,0"}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                               "--shape must be >= 1, got 0"));
+  EXPECT_THAT(error({"--requests=0"}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                "--requests must be >= 1, got 0"));
   EXPECT_THAT(error({"--duration=0s"}),
               StatusIs(absl::StatusCode::kInvalidArgument, "--duration must be > 0"));
-  EXPECT_THAT(error({"--method=train"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--method must be one of")));
+  EXPECT_THAT(error({"--method=train"}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                  HasSubstr("--method must be one of")));
   EXPECT_THAT(error({"--kind=batch"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--kind")));
   EXPECT_THAT(error({"--wire-dtype=int8"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--wire-dtype")));
-  EXPECT_THAT(error({"stray"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, "unexpected argument 'stray'"));
+  EXPECT_THAT(error({"stray"}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         "unexpected argument 'stray'"));
   EXPECT_THAT(error({"--help"}), StatusIs(absl::StatusCode::kCancelled, "help"));
 }
 

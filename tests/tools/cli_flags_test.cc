@@ -1,14 +1,13 @@
 // Flag parsing of layerserve-cli and layerserve-bench, and the CLI's flag-to-option
 // helpers.
-#include "tools/cli/flags.h"
-
 #include <string>
 #include <vector>
 
-#include "tools/cli/common.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
+#include "tools/cli/common.h"
+#include "tools/cli/flags.h"
 
 namespace layerserve::client {
 namespace {
@@ -37,8 +36,8 @@ TEST(ParseFlagsTest, TakesBothValueFormsAndBareBooleans) {
 }
 
 TEST(ParseFlagsTest, RejectsUnknownRepeatedAndMalformedFlags) {
-  EXPECT_THAT(Parse({"--nope"}), StatusIs(absl::StatusCode::kInvalidArgument,
-                                          "unknown flag --nope"));
+  EXPECT_THAT(Parse({"--nope"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "unknown flag --nope"));
   EXPECT_THAT(Parse({"--json", "--json"}),
               StatusIs(absl::StatusCode::kInvalidArgument, "--json is given twice"));
   EXPECT_THAT(Parse({"--json=yes"}),
@@ -48,8 +47,8 @@ TEST(ParseFlagsTest, RejectsUnknownRepeatedAndMalformedFlags) {
 }
 
 TEST(TypedFlagsTest, ParseOrNameTheBadValue) {
-  FlagValues flags = {{"n", "12"}, {"x", "2.5"}, {"b", "false"}, {"d", "1m30s"},
-                      {"bad", "twelve"}};
+  FlagValues flags = {
+      {"n", "12"}, {"x", "2.5"}, {"b", "false"}, {"d", "1m30s"}, {"bad", "twelve"}};
   EXPECT_EQ(*Int64Flag(flags, "n", 0), 12);
   EXPECT_EQ(*Int64Flag(flags, "absent", 7), 7);
   EXPECT_DOUBLE_EQ(*DoubleFlag(flags, "x", 0), 2.5);

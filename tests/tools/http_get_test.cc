@@ -4,6 +4,9 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,15 +14,11 @@
 #include <string>
 #include <vector>
 
-#include <prometheus/counter.h>
-#include <prometheus/exposer.h>
-#include <prometheus/registry.h>
-
 #include "absl/strings/str_cat.h"
-#include "tools/loadgen/prometheus_text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
+#include "tools/loadgen/prometheus_text.h"
 
 namespace layerserve::client {
 namespace {
@@ -68,8 +67,8 @@ TEST(HttpGetTest, ScrapesAPrometheusCppExposer) {
   EXPECT_EQ(SumSamples(*samples, "layerserve_requests_total", {{"code", "OK"}}), 41);
   EXPECT_EQ(SumSamples(*samples, "layerserve_requests_total"), 43);
 
-  EXPECT_THAT(HttpGet(absl::StrCat("http://127.0.0.1:",
-                                   exposer.GetListeningPorts().at(0), "/nothing")),
+  EXPECT_THAT(HttpGet(absl::StrCat("http://127.0.0.1:", exposer.GetListeningPorts().at(0),
+                                   "/nothing")),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("404 Not Found")));
 }
 
@@ -84,8 +83,9 @@ TEST(HttpGetTest, RefusedConnectionIsUnavailable) {
   ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), length), 0);
   ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
   close(fd);
-  EXPECT_THAT(HttpGet(absl::StrCat("http://127.0.0.1:", ntohs(address.sin_port), "/metrics")),
-              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("cannot connect")));
+  EXPECT_THAT(
+      HttpGet(absl::StrCat("http://127.0.0.1:", ntohs(address.sin_port), "/metrics")),
+      StatusIs(absl::StatusCode::kUnavailable, HasSubstr("cannot connect")));
 }
 
 }  // namespace

@@ -63,7 +63,8 @@ TEST(ArrivalOffsetsTest, PoissonGapsAreExponentialAndSeeded) {
   // samples both are within ~1% (3 sigma ~2%) of the truth.
   EXPECT_NEAR(mean, 1 / rate, 0.03 / rate);
   EXPECT_NEAR(stddev / mean, 1.0, 0.05);
-  EXPECT_EQ(ArrivalOffsets(rate, true, 100, 0, 42), std::vector<double>(t.begin(), t.begin() + 100));
+  EXPECT_EQ(ArrivalOffsets(rate, true, 100, 0, 42),
+            std::vector<double>(t.begin(), t.begin() + 100));
 }
 
 TEST(RunLoadTest, ClosedLoopSendsExactlyTheRequestCount) {
@@ -129,7 +130,8 @@ TEST(RunLoadTest, OpenLoopAtAnEasyRateKeepsItsSchedule) {
   level.poisson = false;
   level.threads = 4;
   level.requests = 40;
-  LoadResult r = RunLoad(level, Pointers(owned), [](Client&) { return absl::OkStatus(); });
+  LoadResult r =
+      RunLoad(level, Pointers(owned), [](Client&) { return absl::OkStatus(); });
   EXPECT_EQ(r.requests, 40);
   EXPECT_THAT(r.codes, ElementsAre(Pair("OK", 40)));
   // The last request is scheduled at 39 / 200 s = 195 ms.

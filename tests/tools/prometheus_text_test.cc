@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "tools/loadgen/report.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
+#include "tools/loadgen/report.h"
 
 namespace layerserve::client {
 namespace {
@@ -71,8 +71,9 @@ TEST(PrometheusTextTest, SumsOverLabelSets) {
   EXPECT_EQ(SumSamples(s, "layerserve_requests_total", {{"method", "Normalize"}}), 35413);
   EXPECT_EQ(SumSamples(s, "layerserve_batch_size_count", {}, &found), 0);
   EXPECT_FALSE(found);
-  EXPECT_THAT(SumSamplesBy(s, "layerserve_requests_total", "code", {{"method", "Normalize"}}),
-              ElementsAre(Pair("INVALID_ARGUMENT", 3), Pair("OK", 35410)));
+  EXPECT_THAT(
+      SumSamplesBy(s, "layerserve_requests_total", "code", {{"method", "Normalize"}}),
+      ElementsAre(Pair("INVALID_ARGUMENT", 3), Pair("OK", 35410)));
 }
 
 TEST(DiffServerMetricsTest, RequestDeltasByCodeAndMeanBatchSize) {
@@ -101,10 +102,13 @@ layerserve_batch_size_count{method="Activate"} 9
 
 TEST(DiffServerMetricsTest, BatchSizeWithoutMethodLabelSumsEveryLabelSet) {
   std::vector<MetricSample> before = Parse(
-      "layerserve_batch_size_sum{queue=\"a\"} 10\nlayerserve_batch_size_count{queue=\"a\"} 5\n");
+      "layerserve_batch_size_sum{queue=\"a\"} "
+      "10\nlayerserve_batch_size_count{queue=\"a\"} 5\n");
   std::vector<MetricSample> after = Parse(
-      "layerserve_batch_size_sum{queue=\"a\"} 30\nlayerserve_batch_size_count{queue=\"a\"} 10\n"
-      "layerserve_batch_size_sum{queue=\"b\"} 20\nlayerserve_batch_size_count{queue=\"b\"} 5\n");
+      "layerserve_batch_size_sum{queue=\"a\"} "
+      "30\nlayerserve_batch_size_count{queue=\"a\"} 10\n"
+      "layerserve_batch_size_sum{queue=\"b\"} "
+      "20\nlayerserve_batch_size_count{queue=\"b\"} 5\n");
   ServerDelta d = DiffServerMetrics(before, after, "Normalize");
   ASSERT_TRUE(d.mean_batch_size.has_value());
   EXPECT_DOUBLE_EQ(*d.mean_batch_size, 40.0 / 10.0);

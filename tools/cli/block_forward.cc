@@ -66,8 +66,9 @@ int RunBlockForward(Client& client, const FlagValues& flags) {
                                  s.head_entropy_nats().end());
       stats.push_back({{"layer", s.layer()}, {"head_entropy_nats", entropy}});
       if (!json) {
-        std::cout << "layer " << s.layer() << " attention entropy (nats) per head: "
-                  << absl::StrJoin(entropy, " ") << "\n";
+        std::cout << "layer " << s.layer()
+                  << " attention entropy (nats) per head: " << absl::StrJoin(entropy, " ")
+                  << "\n";
       }
     }
     extra["attention_stats"] = stats;

@@ -4,8 +4,8 @@
 #ifndef LAYERSERVE_TOOLS_CLI_COMMANDS_H_
 #define LAYERSERVE_TOOLS_CLI_COMMANDS_H_
 
-#include "tools/cli/flags.h"
 #include "client/cpp/client.h"
+#include "tools/cli/flags.h"
 
 namespace layerserve::client {
 

@@ -70,7 +70,8 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags(const FlagValues& global) {
   options.on_retry = [](const RetryEvent& e) {
     std::cerr << "retry: " << e.method << " attempt " << e.attempt << " failed with "
               << absl::StatusCodeToString(e.status.code()) << ": " << e.status.message()
-              << "; trying again in " << absl::FormatDuration(absl::Trunc(e.backoff, absl::Milliseconds(1)))
+              << "; trying again in "
+              << absl::FormatDuration(absl::Trunc(e.backoff, absl::Milliseconds(1)))
               << "\n";
   };
   return options;

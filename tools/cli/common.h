@@ -11,12 +11,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "tools/cli/flags.h"
 #include "client/cpp/client.h"
-#include "google/protobuf/message.h"
 #include "common/dtype.h"
+#include "google/protobuf/message.h"
 #include "layerserve/v1/layerserve.pb.h"
 #include "nlohmann/json.hpp"
+#include "tools/cli/flags.h"
 
 namespace layerserve::client {
 

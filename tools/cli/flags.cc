@@ -109,8 +109,8 @@ absl::StatusOr<std::vector<T>> ParseList(absl::string_view flag, absl::string_vi
   for (absl::string_view item : absl::StrSplit(value, ',')) {
     T parsed;
     if (!parse(absl::StripAsciiWhitespace(item), &parsed)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be a comma list of ",
-                                                     what, ", not '", value, "'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, " must be a comma list of ", what, ", not '", value, "'"));
     }
     list.push_back(parsed);
   }
@@ -121,10 +121,9 @@ absl::StatusOr<std::vector<T>> ParseList(absl::string_view flag, absl::string_vi
 
 absl::StatusOr<std::vector<int64_t>> ParseInt64List(absl::string_view flag,
                                                     absl::string_view value) {
-  return ParseList<int64_t>(flag, value, "integers",
-                            [](absl::string_view s, int64_t* v) {
-                              return absl::SimpleAtoi(s, v);
-                            });
+  return ParseList<int64_t>(flag, value, "integers", [](absl::string_view s, int64_t* v) {
+    return absl::SimpleAtoi(s, v);
+  });
 }
 
 absl::StatusOr<std::vector<double>> ParseDoubleList(absl::string_view flag,
@@ -153,9 +152,8 @@ absl::Status EnumFromName(const google::protobuf::EnumDescriptor* descriptor,
     const google::protobuf::EnumValueDescriptor* v = descriptor->value(i);
     if (allow_zero || v->number() != 0) names.push_back(FlagNameOfEnum(v->name()));
   }
-  return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be one of ",
-                                                 absl::StrJoin(names, ", "), ", not '",
-                                                 value, "'"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--", flag, " must be one of ", absl::StrJoin(names, ", "), ", not '", value, "'"));
 }
 
 }  // namespace layerserve::client

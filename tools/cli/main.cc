@@ -10,17 +10,19 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/cpp/client.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
-#include "client/cpp/client.h"
 
 namespace layerserve::client {
 namespace {
 
 // Flags every command takes, before or after its name.
-constexpr FlagSpec kGlobalFlags[] = {{"target", true},  {"timeout-ms", true},
-                                     {"retries", true}, {"tls", false},
+constexpr FlagSpec kGlobalFlags[] = {{"target", true},
+                                     {"timeout-ms", true},
+                                     {"retries", true},
+                                     {"tls", false},
                                      {"tls-ca", true}};
 
 // Flags of the tensor commands besides their own.

@@ -89,8 +89,8 @@ int RunGetModel(Client& client, const FlagValues& flags) {
       {"head_dim", absl::StrCat(m.head_dim())},
       {"intermediate_size", absl::StrCat(m.intermediate_size())},
       {"activation", v1::Activation_Name(m.activation())},
-      {"norm", absl::StrCat(v1::NormKind_Name(m.norm()), " (epsilon ", m.norm_epsilon(),
-                            ")")},
+      {"norm",
+       absl::StrCat(v1::NormKind_Name(m.norm()), " (epsilon ", m.norm_epsilon(), ")")},
       {"rope", m.has_rope()
                    ? absl::StrCat("theta ", m.rope().theta(), ", rotary_dim ",
                                   m.rope().rotary_dim(), ", style ",

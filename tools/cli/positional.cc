@@ -27,7 +27,8 @@ struct Method {
 const std::vector<Method>& Methods() {
   static const auto* methods = new std::vector<Method>{
       {"sinusoidal",
-       {"input", "num-positions", "dim", "base", "layout", "position-offset", "positions"},
+       {"input", "num-positions", "dim", "base", "layout", "position-offset",
+        "positions"},
        {}},
       {"learned", {"input", "table", "position-offset", "positions"}, {"input", "table"}},
       {"rope",
@@ -106,26 +107,27 @@ absl::Status SetRope(const FlagValues& flags, v1::Rope* r) {
 
   v1::RopeScaling* scaling = r->mutable_scaling();
   if (flags.count("scaling") != 0) {
-    absl::StatusOr<v1::RopeScaling::Type> type =
-        EnumFlag<v1::RopeScaling::Type>("scaling", flags.at("scaling"), /*allow_zero=*/true);
+    absl::StatusOr<v1::RopeScaling::Type> type = EnumFlag<v1::RopeScaling::Type>(
+        "scaling", flags.at("scaling"), /*allow_zero=*/true);
     if (!type.ok()) return type.status();
     scaling->set_type(*type);
   }
   absl::StatusOr<double> factor = DoubleFlag(flags, "factor", 0);
   if (!factor.ok()) return factor.status();
   scaling->set_factor(static_cast<float>(*factor));
-  absl::StatusOr<int64_t> original = Int64Flag(flags, "original-max-position-embeddings", 0);
+  absl::StatusOr<int64_t> original =
+      Int64Flag(flags, "original-max-position-embeddings", 0);
   if (!original.ok()) return original.status();
   scaling->set_original_max_position_embeddings(*original);
-  for (absl::Status st : {
-           OptionalFloat(flags, "beta-fast", [&](float v) { scaling->set_beta_fast(v); }),
-           OptionalFloat(flags, "beta-slow", [&](float v) { scaling->set_beta_slow(v); }),
-           OptionalFloat(flags, "attention-factor",
-                         [&](float v) { scaling->set_attention_factor(v); }),
-           OptionalFloat(flags, "low-freq-factor",
-                         [&](float v) { scaling->set_low_freq_factor(v); }),
-           OptionalFloat(flags, "high-freq-factor",
-                         [&](float v) { scaling->set_high_freq_factor(v); })}) {
+  for (absl::Status st :
+       {OptionalFloat(flags, "beta-fast", [&](float v) { scaling->set_beta_fast(v); }),
+        OptionalFloat(flags, "beta-slow", [&](float v) { scaling->set_beta_slow(v); }),
+        OptionalFloat(flags, "attention-factor",
+                      [&](float v) { scaling->set_attention_factor(v); }),
+        OptionalFloat(flags, "low-freq-factor",
+                      [&](float v) { scaling->set_low_freq_factor(v); }),
+        OptionalFloat(flags, "high-freq-factor",
+                      [&](float v) { scaling->set_high_freq_factor(v); })}) {
     if (!st.ok()) return st;
   }
   if (flags.count("key") != flags.count("key-out")) {
@@ -248,20 +250,21 @@ int RunPositionalEncode(Client& client, const FlagValues& flags) {
   } else if (name == "alibi") {
     set = SetAlibi(flags, request.mutable_alibi());
     if (set.ok() && flags.count("scores") != 0) {
-      loaded =
-          LoadTensor(flags.at("scores"), &wire, request.mutable_alibi()->mutable_scores());
+      loaded = LoadTensor(flags.at("scores"), &wire,
+                          request.mutable_alibi()->mutable_scores());
     }
   } else {  // t5-bias
     set = SetT5(flags, request.mutable_t5_bias());
     if (set.ok()) {
-      loaded =
-          LoadTensor(flags.at("table"), &wire, request.mutable_t5_bias()->mutable_table());
+      loaded = LoadTensor(flags.at("table"), &wire,
+                          request.mutable_t5_bias()->mutable_table());
     }
   }
   if (!set.ok()) return UsageError(set.message());
   if (!loaded) return kExitUsageOrFile;
 
-  absl::StatusOr<v1::PositionalEncodeResponse> response = client.PositionalEncode(request);
+  absl::StatusOr<v1::PositionalEncodeResponse> response =
+      client.PositionalEncode(request);
   if (!response.ok()) return RpcError(response.status());
   std::vector<WrittenTensor> written;
   if (int code = SaveTensor(response->output(), "output", flags.at("out"), formats->out,

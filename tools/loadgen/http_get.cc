@@ -5,8 +5,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -68,8 +68,8 @@ absl::StatusOr<HttpUrl> ParseHttpUrl(absl::string_view url) {
     if (colon != absl::string_view::npos) port = authority.substr(colon + 1);
   }
   int port_number = 80;
-  if (!port.empty() && (!absl::SimpleAtoi(port, &port_number) || port_number < 1 ||
-                        port_number > 65535)) {
+  if (!port.empty() &&
+      (!absl::SimpleAtoi(port, &port_number) || port_number < 1 || port_number > 65535)) {
     return absl::InvalidArgumentError(absl::StrCat("'", url, "': bad port '", port, "'"));
   }
   if (parsed.host.empty()) {
@@ -86,7 +86,8 @@ absl::StatusOr<std::string> HttpGet(absl::string_view url, absl::Duration timeou
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* addresses = nullptr;
-  if (int rc = getaddrinfo(parsed->host.c_str(), parsed->port.c_str(), &hints, &addresses);
+  if (int rc =
+          getaddrinfo(parsed->host.c_str(), parsed->port.c_str(), &hints, &addresses);
       rc != 0) {
     return absl::UnavailableError(
         absl::StrCat(url, ": cannot resolve ", parsed->host, ": ", gai_strerror(rc)));
@@ -115,12 +116,13 @@ absl::StatusOr<std::string> HttpGet(absl::string_view url, absl::Duration timeou
   const std::string host_header = absl::StrContains(parsed->host, ':')
                                       ? absl::StrCat("[", parsed->host, "]")
                                       : parsed->host;
-  const std::string request = absl::StrCat("GET ", parsed->path, " HTTP/1.0\r\nHost: ",
-                                           host_header, ":", parsed->port,
-                                           "\r\nAccept: text/plain\r\n"
-                                           "Connection: close\r\n\r\n");
+  const std::string request = absl::StrCat(
+      "GET ", parsed->path, " HTTP/1.0\r\nHost: ", host_header, ":", parsed->port,
+      "\r\nAccept: text/plain\r\n"
+      "Connection: close\r\n\r\n");
   for (size_t sent = 0; sent < request.size();) {
-    const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    const ssize_t n =
+        send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
     if (n < 0) {
       return absl::UnavailableError(absl::StrCat(url, ": send: ", std::strerror(errno)));
     }
@@ -148,7 +150,8 @@ absl::StatusOr<std::string> HttpGet(absl::string_view url, absl::Duration timeou
   }
   absl::string_view head = absl::string_view(response).substr(0, header_end);
   std::vector<absl::string_view> lines = absl::StrSplit(head, "\r\n");
-  std::vector<absl::string_view> status = absl::StrSplit(lines[0], absl::MaxSplits(' ', 2));
+  std::vector<absl::string_view> status =
+      absl::StrSplit(lines[0], absl::MaxSplits(' ', 2));
   if (status.size() < 2 || !absl::StartsWith(status[0], "HTTP/")) {
     return absl::UnavailableError(absl::StrCat(url, ": not an HTTP response"));
   }

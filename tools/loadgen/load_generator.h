@@ -40,9 +40,9 @@ struct LoadResult {
   // By code, errors only: the message of one failed request (the first that some
   // thread saw), which says more than the code ("failed to connect", a GOAWAY...).
   std::map<std::string, std::string> error_messages;
-  std::vector<double> ok_latencies;      // Seconds, of the OK requests, unordered.
-  double elapsed_seconds = 0;            // From the start to the last finish.
-  int64_t late_sends = 0;                // Open loop: sent > 1 ms after schedule.
+  std::vector<double> ok_latencies;  // Seconds, of the OK requests, unordered.
+  double elapsed_seconds = 0;        // From the start to the last finish.
+  int64_t late_sends = 0;            // Open loop: sent > 1 ms after schedule.
 };
 
 // Open-loop send times in seconds from the start, ascending: exactly `count` when

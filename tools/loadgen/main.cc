@@ -9,14 +9,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "tools/loadgen/options.h"
-#include "tools/loadgen/report.h"
-#include "tools/loadgen/request.h"
 #include "client/cpp/client.h"
+#include "nlohmann/json.hpp"
 #include "tools/loadgen/http_get.h"
 #include "tools/loadgen/load_generator.h"
+#include "tools/loadgen/options.h"
 #include "tools/loadgen/prometheus_text.h"
-#include "nlohmann/json.hpp"
+#include "tools/loadgen/report.h"
+#include "tools/loadgen/request.h"
 
 namespace layerserve::client {
 namespace {
@@ -54,7 +54,8 @@ int Main(const std::vector<std::string>& args) {
   client_options.retry.max_attempts = 1;
   const bool open = !o.rates.empty();
   const int64_t threads =
-      open ? o.max_threads : *std::max_element(o.concurrency.begin(), o.concurrency.end());
+      open ? o.max_threads
+           : *std::max_element(o.concurrency.begin(), o.concurrency.end());
   const int64_t channel_count = o.channels > 0 ? o.channels : threads;
   std::vector<std::unique_ptr<Client>> owned;
   std::vector<Client*> clients;
@@ -72,20 +73,19 @@ int Main(const std::vector<std::string>& args) {
     std::cerr << "error: " << absl::StatusCodeToString(request.status().code()) << ": "
               << request.status().message() << "\n";
     return request.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage
-                                                                        : kExitErrors;
+                                                                         : kExitErrors;
   }
   const SendFn send = [&](Client& client) {
     return request->send(client, CallOptions());
   };
 
-  const std::string per_level =
-      o.requests > 0 ? absl::StrCat(o.requests, " requests")
-                     : absl::StrCat(absl::FormatDuration(o.duration));
+  const std::string per_level = o.requests > 0
+                                    ? absl::StrCat(o.requests, " requests")
+                                    : absl::StrCat(absl::FormatDuration(o.duration));
   if (!o.json) {
     std::cout << "layerserve-bench: " << request->description << " ("
               << request->request_bytes << " bytes) to " << o.target << ", "
-              << (open ? "open" : "closed") << " loop, " << per_level
-              << " per level, "
+              << (open ? "open" : "closed") << " loop, " << per_level << " per level, "
               << (o.warmup > absl::ZeroDuration()
                       ? absl::StrCat(absl::FormatDuration(o.warmup), " warm-up, ")
                       : std::string("no warm-up, "))
@@ -133,8 +133,8 @@ int Main(const std::vector<std::string>& args) {
     }
     any_error = any_error || !report.errors.empty();
     if (!o.json) {
-      std::cerr << "layerserve-bench: level " << i + 1 << "/" << level_count << " done: "
-                << report.requests << " requests\n";
+      std::cerr << "layerserve-bench: level " << i + 1 << "/" << level_count
+                << " done: " << report.requests << " requests\n";
     }
     reports.push_back(std::move(report));
   }

@@ -63,21 +63,19 @@ Output:
 namespace {
 
 constexpr FlagSpec kFlags[] = {
-    {"target", true},   {"timeout-ms", true},   {"method", true},
-    {"shape", true},    {"wire-dtype", true},   {"kind", true},
-    {"activation", true}, {"model", true},      {"batch", true},
-    {"tokens", true},   {"layers", true},       {"seed", true},
-    {"steps", true},
-    {"concurrency", true}, {"rate", true},      {"distribution", true},
-    {"max-threads", true}, {"channels", true},  {"duration", true},
-    {"requests", true}, {"warmup", true},       {"metrics-url", true},
-    {"json", false},
+    {"target", true},       {"timeout-ms", true},  {"method", true},
+    {"shape", true},        {"wire-dtype", true},  {"kind", true},
+    {"activation", true},   {"model", true},       {"batch", true},
+    {"tokens", true},       {"layers", true},      {"seed", true},
+    {"steps", true},        {"concurrency", true}, {"rate", true},
+    {"distribution", true}, {"max-threads", true}, {"channels", true},
+    {"duration", true},     {"requests", true},    {"warmup", true},
+    {"metrics-url", true},  {"json", false},
 };
 
-constexpr const char* kMethods[] = {"normalize", "activate",      "sinusoidal",
-                                    "rope",      "alibi",         "block-forward",
-                                    "decode",    "get-model",     "list-models",
-                                    "health"};
+constexpr const char* kMethods[] = {
+    "normalize",     "activate", "sinusoidal", "rope",        "alibi",
+    "block-forward", "decode",   "get-model",  "list-models", "health"};
 
 // `value` must be >= `min`.
 absl::Status AtLeast(absl::string_view flag, int64_t value, int64_t min) {
@@ -98,7 +96,8 @@ absl::StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args
   absl::StatusOr<FlagValues> parsed = ParseFlags(args, &pos, kFlags);
   if (!parsed.ok()) return parsed.status();
   if (pos != args.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", args[pos], "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args[pos], "'"));
   }
   const FlagValues& flags = *parsed;
   BenchOptions o;
@@ -107,11 +106,11 @@ absl::StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args
   o.metrics_url = FlagOr(flags, "metrics-url", "");
 
 // Assigns the parsed value of a StatusOr-returning expression or returns its error.
-#define LS_BENCH_ASSIGN(lhs, expr)          \
-  do {                                      \
-    auto value_or = (expr);                 \
+#define LS_BENCH_ASSIGN(lhs, expr)                \
+  do {                                            \
+    auto value_or = (expr);                       \
     if (!value_or.ok()) return value_or.status(); \
-    lhs = *std::move(value_or);             \
+    lhs = *std::move(value_or);                   \
   } while (0)
 
   int64_t timeout_ms;
@@ -120,9 +119,11 @@ absl::StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args
   o.timeout = absl::Milliseconds(timeout_ms);
 
   o.method = FlagOr(flags, "method", o.method);
-  if (std::find(std::begin(kMethods), std::end(kMethods), o.method) == std::end(kMethods)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--method must be one of ", absl::StrJoin(kMethods, ", "), ", not '", o.method, "'"));
+  if (std::find(std::begin(kMethods), std::end(kMethods), o.method) ==
+      std::end(kMethods)) {
+    return absl::InvalidArgumentError(absl::StrCat("--method must be one of ",
+                                                   absl::StrJoin(kMethods, ", "),
+                                                   ", not '", o.method, "'"));
   }
   if (flags.count("shape") != 0) {
     LS_BENCH_ASSIGN(o.shape, ParseInt64List("shape", flags.at("shape")));
@@ -180,7 +181,8 @@ absl::StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args
   } else {
     o.concurrency = {1};
     if (flags.count("concurrency") != 0) {
-      LS_BENCH_ASSIGN(o.concurrency, ParseInt64List("concurrency", flags.at("concurrency")));
+      LS_BENCH_ASSIGN(o.concurrency,
+                      ParseInt64List("concurrency", flags.at("concurrency")));
     }
     for (int64_t c : o.concurrency) {
       if (absl::Status s = AtLeast("concurrency", c, 1); !s.ok()) return s;

@@ -23,20 +23,20 @@ struct BenchOptions {
   std::string method = "normalize";
   std::vector<int64_t> shape = {8, 768};
   v1::DataType wire_dtype = v1::FLOAT32;
-  std::string kind = "rms";           // normalize: rms or layer
+  std::string kind = "rms";              // normalize: rms or layer
   v1::Activation activation = v1::SILU;  // activate
-  std::string model;                  // block-forward, get-model ("" = default)
-  int64_t batch = 1;                  // block-forward
-  int64_t tokens = 16;                // block-forward
-  int64_t layers = 1;                 // block-forward, decode
-  int64_t steps = 256;                // decode: one-token steps per session
+  std::string model;                     // block-forward, get-model ("" = default)
+  int64_t batch = 1;                     // block-forward
+  int64_t tokens = 16;                   // block-forward
+  int64_t layers = 1;                    // block-forward, decode
+  int64_t steps = 256;                   // decode: one-token steps per session
   uint64_t seed = 1;
 
   // How they are sent (load_generator.h). Exactly one of the two sweeps is set:
   // closed loop at each concurrency, or open loop at each rate (requests/s).
   std::vector<int64_t> concurrency;
   std::vector<double> rates;
-  bool poisson = true;      // Open loop: exponential gaps, else constant.
+  bool poisson = true;       // Open loop: exponential gaps, else constant.
   int64_t max_threads = 64;  // Open loop: sender threads.
   int64_t channels = 0;      // 0 = one per sender thread.
   // Each level runs for `duration`, or for exactly `requests` requests when > 0,

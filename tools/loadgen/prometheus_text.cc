@@ -12,7 +12,8 @@ namespace layerserve::client {
 namespace {
 
 bool IsNameChar(char c, bool first) {
-  return absl::ascii_isalpha(c) || c == '_' || c == ':' || (!first && absl::ascii_isdigit(c));
+  return absl::ascii_isalpha(c) || c == '_' || c == ':' ||
+         (!first && absl::ascii_isdigit(c));
 }
 
 // Reads a metric or label name at the start of *s.

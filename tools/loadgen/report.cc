@@ -12,8 +12,8 @@ namespace {
 
 // The label filter of `rpc`'s series in `samples`: by method when the series
 // carries that label, else none.
-MetricLabels MethodFilter(const std::vector<MetricSample>& samples, absl::string_view name,
-                          const std::string& rpc) {
+MetricLabels MethodFilter(const std::vector<MetricSample>& samples,
+                          absl::string_view name, const std::string& rpc) {
   for (const MetricSample& s : samples) {
     if (s.name == name && s.labels.count("method") != 0) return {{"method", rpc}};
   }
@@ -43,9 +43,10 @@ ServerDelta DiffServerMetrics(const std::vector<MetricSample>& before,
   constexpr char kCount[] = "layerserve_batch_size_count";
   const MetricLabels filter = MethodFilter(after, kCount, rpc);
   bool found_sum = false, found_count = false;
-  const double sum = SumSamples(after, kSum, filter, &found_sum) - SumSamples(before, kSum, filter);
-  const double count =
-      SumSamples(after, kCount, filter, &found_count) - SumSamples(before, kCount, filter);
+  const double sum =
+      SumSamples(after, kSum, filter, &found_sum) - SumSamples(before, kSum, filter);
+  const double count = SumSamples(after, kCount, filter, &found_count) -
+                       SumSamples(before, kCount, filter);
   if (found_sum && found_count && count > 0) delta.mean_batch_size = sum / count;
   return delta;
 }
@@ -59,7 +60,8 @@ LevelReport MakeLevelReport(const LoadLevel& level, LoadResult* result) {
   }
   r.error_messages = result->error_messages;
   r.elapsed_seconds = result->elapsed_seconds;
-  r.throughput = result->elapsed_seconds > 0 ? result->requests / result->elapsed_seconds : 0;
+  r.throughput =
+      result->elapsed_seconds > 0 ? result->requests / result->elapsed_seconds : 0;
   r.latency = Summarize(&result->ok_latencies);
   r.late_sends = result->late_sends;
   return r;
@@ -84,8 +86,10 @@ nlohmann::json LevelJson(const LevelReport& r) {
   if (!r.error_messages.empty()) j["error_messages"] = r.error_messages;
   j["elapsed_s"] = r.elapsed_seconds;
   j["throughput_rps"] = r.throughput;
-  j["latency_ms"] = {{"mean", r.latency.mean * 1e3}, {"p50", r.latency.p50 * 1e3},
-                     {"p90", r.latency.p90 * 1e3},   {"p99", r.latency.p99 * 1e3},
+  j["latency_ms"] = {{"mean", r.latency.mean * 1e3},
+                     {"p50", r.latency.p50 * 1e3},
+                     {"p90", r.latency.p90 * 1e3},
+                     {"p99", r.latency.p99 * 1e3},
                      {"max", r.latency.max * 1e3}};
   if (r.server) {
     j["server"] = {{"requests_total", r.server->requests_by_code},
@@ -115,11 +119,11 @@ std::string LevelTable(const std::vector<LevelReport>& reports) {
     }
     absl::StrAppend(
         &out,
-        absl::StrFormat("%-12s %9d %7d %11.1f %8.3f %8.3f %8.3f %8.3f %12s",
-                        open ? absl::StrCat(r.level.rate) : absl::StrCat(r.level.concurrency),
-                        r.requests, errors, r.throughput, r.latency.p50 * 1e3,
-                        r.latency.p90 * 1e3, r.latency.p99 * 1e3, r.latency.max * 1e3,
-                        batch),
+        absl::StrFormat(
+            "%-12s %9d %7d %11.1f %8.3f %8.3f %8.3f %8.3f %12s",
+            open ? absl::StrCat(r.level.rate) : absl::StrCat(r.level.concurrency),
+            r.requests, errors, r.throughput, r.latency.p50 * 1e3, r.latency.p90 * 1e3,
+            r.latency.p99 * 1e3, r.latency.max * 1e3, batch),
         open ? absl::StrFormat(" %12d", r.late_sends) : "", "\n");
     auto join_counts = [](const auto& counts) {
       return absl::StrJoin(counts, ", ", [](std::string* s, const auto& kv) {
@@ -127,7 +131,8 @@ std::string LevelTable(const std::vector<LevelReport>& reports) {
       });
     };
     if (!r.errors.empty()) {
-      absl::StrAppend(&notes, LevelName(r.level), ": errors ", join_counts(r.errors), "\n");
+      absl::StrAppend(&notes, LevelName(r.level), ": errors ", join_counts(r.errors),
+                      "\n");
       for (const auto& [code, message] : r.error_messages) {
         absl::StrAppend(&notes, "  ", code, ": ", message, "\n");
       }
@@ -139,8 +144,8 @@ std::string LevelTable(const std::vector<LevelReport>& reports) {
                           : join_counts(r.server->requests_by_code),
                       "\n");
     } else if (!r.server_error.empty()) {
-      absl::StrAppend(&notes, LevelName(r.level), ": server metrics unavailable: ",
-                      r.server_error, "\n");
+      absl::StrAppend(&notes, LevelName(r.level),
+                      ": server metrics unavailable: ", r.server_error, "\n");
     }
   }
   return out + notes;

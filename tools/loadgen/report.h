@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "nlohmann/json.hpp"
 #include "tools/loadgen/latency_stats.h"
 #include "tools/loadgen/load_generator.h"
 #include "tools/loadgen/prometheus_text.h"
-#include "nlohmann/json.hpp"
 
 namespace layerserve::client {
 
@@ -35,10 +35,10 @@ struct LevelReport {
   LoadLevel level;
   int64_t warmup_requests = 0;
   int64_t requests = 0;
-  std::map<std::string, int64_t> errors;  // By code, OK left out.
+  std::map<std::string, int64_t> errors;              // By code, OK left out.
   std::map<std::string, std::string> error_messages;  // One per code in `errors`.
   double elapsed_seconds = 0;
-  double throughput = 0;  // Finished requests (any status) per second.
+  double throughput = 0;   // Finished requests (any status) per second.
   LatencySummary latency;  // Of the OK requests, seconds.
   int64_t late_sends = 0;
   std::optional<ServerDelta> server;  // Without --metrics-url or if a scrape failed.

@@ -45,9 +45,9 @@ BenchRequest Sender(std::string rpc, std::string description, Request request,
 
 absl::Status NeedRank(const BenchOptions& o, size_t rank, const char* what) {
   if (o.shape.size() == rank) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("--method ", o.method, " needs a --shape of ",
-                                                 rank, " dims (", what, "), got ",
-                                                 Shape(o.shape)));
+  return absl::InvalidArgumentError(absl::StrCat("--method ", o.method,
+                                                 " needs a --shape of ", rank, " dims (",
+                                                 what, "), got ", Shape(o.shape)));
 }
 
 // Incremental decoding through KV-cache sessions: every sending thread keeps its
@@ -66,8 +66,8 @@ absl::StatusOr<BenchRequest> DecodeRequest(const BenchOptions& o, Client& client
   open.set_max_length(o.tokens + o.steps);
   auto prefill = std::make_shared<v1::BlockForwardRequest>();
   auto step = std::make_shared<v1::BlockForwardRequest>();
-  for (auto [request, tokens] : {std::pair{prefill.get(), o.tokens}, std::pair{step.get(),
-                                                                             int64_t{1}}}) {
+  for (auto [request, tokens] :
+       {std::pair{prefill.get(), o.tokens}, std::pair{step.get(), int64_t{1}}}) {
     absl::StatusOr<v1::Tensor> hidden =
         RandomTensor({tokens, model->hidden_size()}, o.wire_dtype, rng);
     if (!hidden.ok()) return hidden.status();
@@ -75,10 +75,10 @@ absl::StatusOr<BenchRequest> DecodeRequest(const BenchOptions& o, Client& client
   }
   BenchRequest r;
   r.rpc = "BlockForward";
-  r.description = absl::StrCat("BlockForward decode ", model->name(), " ", o.layers,
-                               " layer(s), prefill ", o.tokens, " then ", o.steps,
-                               " one-token steps per session, hidden ",
-                               model->hidden_size());
+  r.description =
+      absl::StrCat("BlockForward decode ", model->name(), " ", o.layers,
+                   " layer(s), prefill ", o.tokens, " then ", o.steps,
+                   " one-token steps per session, hidden ", model->hidden_size());
   r.request_bytes = static_cast<int64_t>(step->ByteSizeLong());
   const int64_t steps = o.steps;
   r.send = [open, prefill, step, steps](Client& client, const CallOptions& call) {
@@ -120,13 +120,15 @@ absl::StatusOr<BenchRequest> MakeBenchRequest(const BenchOptions& o, Client& cli
     request.set_kind(o.kind == "layer" ? v1::LAYER_NORM : v1::RMS_NORM);
     absl::StatusOr<v1::Tensor> input = RandomTensor(o.shape, o.wire_dtype, &rng);
     if (!input.ok()) return input.status();
-    absl::StatusOr<v1::Tensor> weight = RandomTensor({o.shape.back()}, o.wire_dtype, &rng);
+    absl::StatusOr<v1::Tensor> weight =
+        RandomTensor({o.shape.back()}, o.wire_dtype, &rng);
     if (!weight.ok()) return weight.status();
     *request.mutable_input() = *std::move(input);
     *request.mutable_weight() = *std::move(weight);
     // Described before the request is moved away (argument order is unspecified).
-    std::string description = absl::StrCat("Normalize ", v1::NormKind_Name(request.kind()),
-                                           " input ", Shape(o.shape), " ", dtype);
+    std::string description =
+        absl::StrCat("Normalize ", v1::NormKind_Name(request.kind()), " input ",
+                     Shape(o.shape), " ", dtype);
     return Sender("Normalize", std::move(description), std::move(request),
                   &Client::Normalize);
   }
@@ -166,9 +168,10 @@ absl::StatusOr<BenchRequest> MakeBenchRequest(const BenchOptions& o, Client& cli
       *request.mutable_alibi()->mutable_scores() = *std::move(scores);
       what = "alibi scores";
     }
-    return Sender("PositionalEncode",
-                  absl::StrCat("PositionalEncode ", what, " ", Shape(o.shape), " ", dtype),
-                  std::move(request), &Client::PositionalEncode);
+    return Sender(
+        "PositionalEncode",
+        absl::StrCat("PositionalEncode ", what, " ", Shape(o.shape), " ", dtype),
+        std::move(request), &Client::PositionalEncode);
   }
   if (o.method == "block-forward") {
     absl::StatusOr<v1::ModelInfo> model = client.GetModel(o.model);

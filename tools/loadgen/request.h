@@ -10,8 +10,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "tools/loadgen/options.h"
 #include "client/cpp/client.h"
+#include "tools/loadgen/options.h"
 
 namespace layerserve::client {
 
@@ -29,7 +29,8 @@ struct BenchRequest {
 // INVALID_ARGUMENT for a shape the method cannot take. block-forward first asks the
 // server for the model's hidden size (GetModel through `client`), so its errors
 // come from there.
-absl::StatusOr<BenchRequest> MakeBenchRequest(const BenchOptions& options, Client& client);
+absl::StatusOr<BenchRequest> MakeBenchRequest(const BenchOptions& options,
+                                              Client& client);
 
 }  // namespace layerserve::client
 
