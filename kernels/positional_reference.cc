@@ -1,6 +1,6 @@
 // Scalar reference positional kernels: one element at a time, straight from the
 // definitions in kernels/positional.h, trigonometry in double. The fast kernels
-// (positional_fast.cc) are held to these by tests/unit/positional_test.cc.
+// (positional_fast.cc) are held to these by tests/kernels/positional_test.cc.
 #include <cmath>
 #include <cstdint>
 #include <vector>
