@@ -17,8 +17,8 @@
 //    one thread: the measurements behind Activate()'s choice of Highway
 //    (activation.cc) and internal::UsesStreamingStores.
 //
-// docs/BENCHMARKS.md has the commands and the numbers; bench/torch_activation_bench.py
-// is the PyTorch eager peer.
+// docs/perf/2026-11-30-activation-kernels.md has the commands and the numbers;
+// bench/torch_activation_bench.py is the PyTorch eager peer.
 #include <benchmark/benchmark.h>
 #include <emmintrin.h>
 #include <omp.h>

@@ -6,7 +6,7 @@
 // Time is per layer (one call). Counter `GFLOPs` = the block's matmul and attention flops
 // (2 per multiply-add; attention counted in full, causal masking not subtracted)
 // per second. bench/torch_block_bench.py is the PyTorch eager peer. Commands and
-// numbers: docs/BENCHMARKS.md.
+// numbers: docs/perf/2026-11-30-block-forward.md.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 

@@ -9,7 +9,7 @@
 // decode batch takes when the other worker has nothing queued.
 //
 // Counter `tok/s` = decode tokens per second. Commands and numbers:
-// docs/BENCHMARKS.md.
+// docs/perf/2026-11-30-decode-batch-sharing.md.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 

@@ -1,6 +1,6 @@
-// layerserve-echo: the serving-overhead peer of docs/BENCHMARKS.md. A bare gRPC
-// server on the same proto whose Normalize returns the request's input bytes as the
-// output, answered on the handler thread: no validation, no queue, no kernel. The
+// layerserve-echo: the serving-overhead peer of docs/perf/2026-11-30-serving-overhead.md.
+// A bare gRPC server on the same proto whose Normalize returns the request's input bytes
+// as the output, answered on the handler thread: no validation, no queue, no kernel. The
 // same load generator (layerserve-bench) drives it and the real server, so the
 // difference is layerserve's own cost: decode, queue hand-off, kernel, encode.
 //

@@ -16,7 +16,7 @@
 //    one thread: the measurement behind LayerNorm() taking the loop everywhere.
 //
 // Bytes counted: the activations read and written (weight and bias, [dim], are
-// negligible). docs/BENCHMARKS.md has the commands and the numbers;
+// negligible). docs/perf/2026-11-30-norm-kernels.md has the commands and the numbers;
 // bench/torch_norm_bench.py is the PyTorch eager peer and merges the tables.
 #include <benchmark/benchmark.h>
 #include <emmintrin.h>  // _mm_pause, _mm_stream_ps.

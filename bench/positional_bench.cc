@@ -4,8 +4,8 @@
 // table[p]: three streams), ALiBi add to scores, and the generated tensors (sinusoidal
 // table, ALiBi and T5 biases: written only). Each on a 16M-element tensor (64 MiB, DRAM)
 // and a 64K-element one (256 KiB, L2; sinusoidal also 512K, 2 MiB), with 1 and 2 threads:
-// rows (or heads) are split across a persistent team of std::threads. docs/BENCHMARKS.md
-// has the commands and the numbers.
+// rows (or heads) are split across a persistent team of std::threads.
+// docs/perf/2026-11-30-positional-kernels.md has the commands and the numbers.
 #include <benchmark/benchmark.h>
 
 #include <atomic>

@@ -14,8 +14,8 @@
 //
 // Bytes counted: the activations read (x) and written (y). The cos/sin tables
 // ([T, Dh] each) are read once per head from L1/L2 and are not counted.
-// docs/BENCHMARKS.md has the commands and numbers; bench/torch_rope_bench.py is the
-// PyTorch eager peer and merges the tables.
+// docs/perf/2026-11-30-rope-kernel.md has the commands and numbers;
+// bench/torch_rope_bench.py is the PyTorch eager peer and merges the tables.
 #include <benchmark/benchmark.h>
 #include <emmintrin.h>
 

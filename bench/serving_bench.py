@@ -1,5 +1,7 @@
 #!/usr/bin/python3
-"""End-to-end serving benchmarks of docs/BENCHMARKS.md, driven by layerserve-bench:
+"""End-to-end serving benchmarks (summary: docs/BENCHMARKS.md), driven by
+layerserve-bench. Last measured in docs/perf/: overhead in 2026-11-30-serving-overhead.md,
+batching in 2026-11-30-batching-gain.md, methods in 2026-11-30-numeric-health-cost.md.
 
   overhead  layerserve's Normalize against layerserve-echo (a bare gRPC server on
             the same proto that returns the input bytes, no kernel) at payloads of

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Incremental decoding throughput (docs/BENCHMARKS.md, "KV-cache sessions").
+"""Incremental decoding throughput (docs/perf/2026-11-30-kv-cache-sessions.md; summary:
+docs/BENCHMARKS.md, "KV-cache sessions").
 
 For a model served by layerserve, S clients each prefill a PREFIX-token prompt and
 then decode STEPS tokens one at a time, all S at once:

@@ -20,7 +20,8 @@ with the call count instead: at ~2000 calls/s, 1 KiB per call is ~70 MiB a minut
 
 Usage: /usr/bin/python3 bench/soak.py [--build build] [--duration 300]
        [--max-requests 5000000] [--concurrency 64] [--seed 1]
-Everything runs on 127.0.0.1 with OS-picked ports. Results: docs/BENCHMARKS.md, "Soak".
+Everything runs on 127.0.0.1 with OS-picked ports. Results: docs/perf/2026-11-30-soak.md
+(summary: docs/BENCHMARKS.md).
 """
 import argparse
 import heapq

@@ -18,7 +18,8 @@ PyTorch's intra-op threads splitting each call.
 With --cpp-json (the output of norm_bench.cc run with --benchmark_format=json, or
 --benchmark_out=FILE, with --benchmark_repetitions so that it holds medians), also
 prints the merged Markdown table of the C++ medians, the copy peers, PyTorch and
-the ratios, as docs/BENCHMARKS.md shows it.
+the ratios, as docs/perf/2026-11-30-norm-kernels.md shows it. A new measurement goes
+into a new dated note in docs/perf/ (and its ratios into docs/BENCHMARKS.md).
 """
 
 import argparse

@@ -20,7 +20,9 @@ each call.
 
 With --cpp-json (rope_bench.cc run with --benchmark_format=json, or
 --benchmark_out=FILE), also prints the merged Markdown table of the C++ medians, the
-copy peer, PyTorch and their ratios, as docs/BENCHMARKS.md shows it.
+copy peer, PyTorch and their ratios, as docs/perf/2026-11-30-rope-kernel.md shows it.
+A new measurement goes into a new dated note in docs/perf/ (and its ratios into
+docs/BENCHMARKS.md).
 """
 
 import argparse

@@ -367,8 +367,9 @@ constexpr size_t kMaxRetainedScratchFloats = size_t{4} << 20;  // 16 MiB.
 // The sinusoidal add reads a cached table of encodings when the rows it needs fit
 // in this many bytes: such a table stays in the caches, and adding a row read from
 // them took half the time of computing its sines and cosines (64 x 1024, one
-// thread: docs/BENCHMARKS.md). Larger requests stream from memory, where the
-// on-the-fly kernel moves two streams and a table add three, so they compute.
+// thread: docs/perf/2026-11-30-positional-kernels.md). Larger requests stream from
+// memory, where the on-the-fly kernel moves two streams and a table add three, so they
+// compute.
 constexpr int64_t kMaxTableBytes = int64_t{2} << 20;  // 2 MiB.
 // All tables of one context together; past it every table is dropped.
 constexpr int64_t kMaxTablesBytes = int64_t{8} << 20;  // 8 MiB.
