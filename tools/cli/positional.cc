@@ -199,7 +199,9 @@ int RunPositionalEncode(Client& client, const FlagValues& flags) {
   }
   // The command accepts every method's flags; refuse those of another method
   // rather than ignore them silently.
-  for (const auto& [flag, value] : flags) {
+  for (const auto& entry : flags) {
+    // Not a structured binding: C++17 lets no lambda capture one (clang refuses).
+    const std::string& flag = entry.first;
     auto in = [&](const auto& list) {
       return std::find(std::begin(list), std::end(list), flag) != std::end(list);
     };
