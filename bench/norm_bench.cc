@@ -5,15 +5,16 @@
 //  - Spec: LayerNorm (weight + bias), RmsNorm (weight) and fused add + RmsNorm on
 //    a 16M-element tensor (4096 x 4096, DRAM) and an L2-sized one (16 x 4096,
 //    256 KiB in), with 1 and 2 threads. With 2 threads every iteration is one
-//    call split by rows across two std::threads (Google Benchmark's threads), each
-//    with its own NormContext, meeting at a barrier after every call -- what
+//    call split by rows across two std::threads (Google Benchmark's threads)
+//    meeting at a barrier after every call -- what
 //    torch.set_num_threads(2) does inside one PyTorch call. Copy does the same
 //    with memcpy of each thread's rows: one array for the norms (read x, write y),
 //    two for the fused kernel (read x and residual, write sum and y); StreamCopy
 //    copies one array with non-temporal stores.
 //  - Path: LayerNorm's two strategies (internal::LayerNormLoop, the Highway hand
-//    loop; internal::LayerNormOneDnn) and the dispatching LayerNorm() per shape on
-//    one thread: the measurement behind LayerNorm() taking the loop everywhere.
+//    loop; baseline::LayerNormOneDnn, kernels/baseline/) and the dispatching
+//    LayerNorm() per shape on one thread: the measurement behind LayerNorm() taking
+//    the loop everywhere.
 //
 // Bytes counted: the activations read and written (weight and bias, [dim], are
 // negligible). docs/BENCHMARKS.md has the commands and the numbers;
@@ -30,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/baseline/layer_norm_onednn.h"
 #include "kernels/norm.h"
 #include "kernels/norm_internal.h"
 
@@ -138,7 +140,6 @@ void RunSpec(benchmark::State& state, Op op) {
   const int64_t end = rows * (state.thread_index() + 1) / threads;
   const int64_t my_rows = end - begin, offset = begin * dim;
   const size_t my_bytes = my_rows * dim * sizeof(float);
-  NormContext ctx;
   int64_t generation = 0;
   for (auto _ : state) {
     Data& d = *g_data;
@@ -147,23 +148,23 @@ void RunSpec(benchmark::State& state, Op op) {
     switch (op) {
       case Op::kLayerNorm:
         p.bias = d.b.data();
-        LayerNorm(ctx, d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
+        LayerNorm(d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
         break;
       case Op::kRmsNorm:
         p.epsilon = 1e-6f;
-        RmsNorm(ctx, d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
+        RmsNorm(d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
         break;
       case Op::kRmsNormStats: {
         ValueStats stats;
         p.epsilon = 1e-6f;
         p.output_stats = &stats;
-        RmsNorm(ctx, d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
+        RmsNorm(d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
         benchmark::DoNotOptimize(stats);
         break;
       }
       case Op::kRmsNormThenStats: {
         p.epsilon = 1e-6f;
-        RmsNorm(ctx, d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
+        RmsNorm(d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
         ValueStats stats = ComputeValueStats(d.y.data() + offset, my_rows * dim);
         benchmark::DoNotOptimize(stats);
         break;
@@ -172,7 +173,7 @@ void RunSpec(benchmark::State& state, Op op) {
         p.epsilon = 1e-6f;
         p.residual = d.r.data() + offset;
         p.residual_out = d.s.data() + offset;
-        RmsNorm(ctx, d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
+        RmsNorm(d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
         break;
       case Op::kCopy1:
         std::memcpy(d.y.data() + offset, d.x.data() + offset, my_bytes);
@@ -229,24 +230,24 @@ void RunPath(benchmark::State& state, Fn fn) {
   const int64_t rows = state.range(0), dim = state.range(1);
   omp_set_num_threads(1);
   Data d(rows, dim, /*residual=*/false);
-  NormContext ctx;
   NormParams p;
   p.weight = d.w.data();
   p.bias = d.b.data();
-  fn(ctx, d.x.data(), rows, dim, p, d.y.data());  // Creates cached primitives.
+  fn(d.x.data(), rows, dim, p, d.y.data());  // Creates oneDNN's cached primitives.
   for (auto _ : state) {
-    fn(ctx, d.x.data(), rows, dim, p, d.y.data());
+    fn(d.x.data(), rows, dim, p, d.y.data());
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * rows * dim * 2 * sizeof(float));
 }
 
-void BM_PathLoop(benchmark::State& state) {
+void BM_PathLoop(benchmark::State& state) { RunPath(state, internal::LayerNormLoop); }
+void BM_PathOneDnn(benchmark::State& state) {
+  baseline::NormContext ctx;
   RunPath(state,
-          [](NormContext&, const float* x, int64_t rows, int64_t dim, const NormParams& p,
-             float* y) { internal::LayerNormLoop(x, rows, dim, p, y); });
+          [&ctx](const float* x, int64_t rows, int64_t dim, const NormParams& p,
+                 float* y) { baseline::LayerNormOneDnn(ctx, x, rows, dim, p, y); });
 }
-void BM_PathOneDnn(benchmark::State& state) { RunPath(state, internal::LayerNormOneDnn); }
 void BM_PathLayerNorm(benchmark::State& state) { RunPath(state, LayerNorm); }
 
 void PathShapes(benchmark::internal::Benchmark* b) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "kernels/baseline/layer_norm_onednn.h"
 #include "kernels/norm.h"
 #include "kernels/norm_internal.h"
 #include "tests/golden/golden_json.h"
@@ -23,8 +24,8 @@ namespace layerserve {
 namespace {
 
 using golden::NormGoldenCase;
-using kernels::NormContext;
 using kernels::NormParams;
+using kernels::baseline::NormContext;  // The oneDNN baseline's primitives.
 
 const char kGoldenPath[] = LAYERSERVE_SOURCE_DIR "/tests/golden/norm_golden.json";
 
@@ -76,11 +77,11 @@ Result RunCase(Impl impl, NormContext& ctx, const NormGoldenCase& c) {
          : kernels::RmsNormReference(x, rows, dim, p, r.y.data());
       break;
     case Impl::kFast:
-      ln ? kernels::LayerNorm(ctx, x, rows, dim, p, r.y.data())
-         : kernels::RmsNorm(ctx, x, rows, dim, p, r.y.data());
+      ln ? kernels::LayerNorm(x, rows, dim, p, r.y.data())
+         : kernels::RmsNorm(x, rows, dim, p, r.y.data());
       break;
     case Impl::kLayerNormOneDnn:
-      kernels::internal::LayerNormOneDnn(ctx, x, rows, dim, p, r.y.data());
+      kernels::baseline::LayerNormOneDnn(ctx, x, rows, dim, p, r.y.data());
       break;
     case Impl::kLayerNormLoop:
       kernels::internal::LayerNormLoop(x, rows, dim, p, r.y.data());
