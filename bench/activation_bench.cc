@@ -20,17 +20,15 @@
 // docs/BENCHMARKS.md has the commands and the numbers; bench/torch_activation_bench.py
 // is the PyTorch eager peer.
 #include <benchmark/benchmark.h>
-#include <emmintrin.h>
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <memory>
 #include <random>
-#include <thread>
 #include <vector>
 
+#include "bench/spin_barrier.h"
 #include "kernels/activation.h"
 #include "kernels/activation_internal.h"
 #include "kernels/baseline/activate_onednn.h"
@@ -38,36 +36,6 @@
 
 namespace layerserve::kernels {
 namespace {
-
-// Threads of one benchmark meet here after every call. Spins with pause for a
-// while (waking a sleeping thread costs ~27 us here, more than a whole L2-sized
-// call), then yields, so that on a busy machine a waiting thread does not keep its
-// partner from running.
-class SpinBarrier {
- public:
-  void Reset(int threads) {
-    threads_ = threads;
-    arrived_.store(0);
-  }
-  // generation: this thread's count of barriers passed so far.
-  void Wait(int64_t& generation) {
-    ++generation;
-    arrived_.fetch_add(1, std::memory_order_acq_rel);
-    for (int spins = 0; arrived_.load(std::memory_order_acquire) < generation * threads_;
-         ++spins) {
-      if (spins < kSpins) {
-        _mm_pause();
-      } else {
-        std::this_thread::yield();
-      }
-    }
-  }
-
- private:
-  static constexpr int kSpins = 20000;  // Some tens of microseconds.
-  int threads_ = 1;
-  std::atomic<int64_t> arrived_{0};
-};
 
 enum class Layout { kUnary, kGatedTwo, kGatedPacked, kCopyUnary, kCopyGated };
 
@@ -96,7 +64,7 @@ struct Data {
 // Shared by the threads of the running benchmark; set up by thread 0 before the
 // timed loop, whose start is a barrier of Google Benchmark's own.
 std::unique_ptr<Data> g_data;
-SpinBarrier g_barrier;
+bench::SpinBarrier g_barrier;
 
 // Bytes one call reads plus writes, per row.
 int64_t BytesPerRow(Layout layout, int64_t dim) {

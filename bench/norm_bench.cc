@@ -20,17 +20,16 @@
 // negligible). docs/BENCHMARKS.md has the commands and the numbers;
 // bench/torch_norm_bench.py is the PyTorch eager peer and merges the tables.
 #include <benchmark/benchmark.h>
-#include <emmintrin.h>  // _mm_pause, _mm_stream_ps.
+#include <emmintrin.h>  // _mm_stream_ps.
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <memory>
 #include <random>
-#include <thread>
 #include <vector>
 
+#include "bench/spin_barrier.h"
 #include "kernels/baseline/layer_norm_onednn.h"
 #include "kernels/norm.h"
 #include "kernels/norm_internal.h"
@@ -57,37 +56,6 @@ struct Data {
   std::vector<float> x, y, w, b, r, s;
 };
 
-// Threads of one benchmark meet here after every call. It spins with pause for a
-// while (waking a sleeping thread costs ~27 us on this machine, more than a whole
-// call at 16 x 4096), then yields the core, so that on a busy machine a waiting
-// thread does not keep its partner from running. OpenMP runtimes wait the same
-// way between parallel regions.
-class SpinBarrier {
- public:
-  void Reset(int threads) {
-    threads_ = threads;
-    arrived_.store(0);
-  }
-  // generation: this thread's count of barriers passed so far.
-  void Wait(int64_t& generation) {
-    ++generation;
-    arrived_.fetch_add(1, std::memory_order_acq_rel);
-    for (int spins = 0; arrived_.load(std::memory_order_acquire) < generation * threads_;
-         ++spins) {
-      if (spins < kSpins) {
-        _mm_pause();
-      } else {
-        std::this_thread::yield();
-      }
-    }
-  }
-
- private:
-  static constexpr int kSpins = 20000;  // Some tens of microseconds.
-  int threads_ = 1;
-  std::atomic<int64_t> arrived_{0};
-};
-
 // A copy with non-temporal stores (SSE2, baseline x86-64): the bound for kernels
 // that stream their output, as the norms do for large outputs (memcpy here does
 // not: it reads each destination line first, as plain stores do).
@@ -100,7 +68,7 @@ void StreamCopy(const float* x, float* y, int64_t n) {
 // Shared by the threads of the running benchmark; set up by thread 0 before the
 // timed loop, whose start is a barrier of Google Benchmark's own.
 std::unique_ptr<Data> g_data;
-SpinBarrier g_barrier;
+bench::SpinBarrier g_barrier;
 
 // kRmsNormStats takes the output's statistics in the kernel's output pass
 // (NormParams::output_stats, as Normalize does); kRmsNormThenStats reads the output
