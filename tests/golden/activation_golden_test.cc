@@ -19,11 +19,14 @@
 #include "kernels/activation.h"
 #include "kernels/activation_internal.h"
 #include "kernels/baseline/activate_onednn.h"
+#include "tests/golden/golden_expect.h"
 
 namespace layerserve {
 namespace {
 
 using golden::ActivationGoldenCase;
+using golden::ExpectWithin;
+using golden::ThroughBfloat16;
 using kernels::Activation;
 using kernels::baseline::ActivationContext;  // The oneDNN baseline's primitives.
 
@@ -128,29 +131,6 @@ std::vector<float> RunCase(Impl impl, ActivationContext& ctx,
   return c.form == "elementwise" ? RunElementwise(impl, ctx, c) : RunGated(impl, c);
 }
 
-void ExpectWithin(const std::vector<float>& got, const std::vector<float>& expected,
-                  double tol, const std::string& what) {
-  ASSERT_EQ(got.size(), expected.size()) << what;
-  int reported = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double e = expected[i], g = got[i];
-    bool ok;
-    double limit = 0;
-    if (std::isnan(e)) {
-      ok = std::isnan(g);
-    } else if (std::isinf(e)) {
-      ok = g == e;
-    } else {
-      limit = tol * std::max(1.0, std::fabs(e));
-      ok = std::fabs(g - e) <= limit;
-    }
-    if (!ok && reported++ < 5) {
-      ADD_FAILURE() << what << " at " << i << ": got " << got[i] << " expected "
-                    << expected[i] << " limit " << limit;
-    }
-  }
-}
-
 class ActivationGoldenTest : public ::testing::TestWithParam<Impl> {
  protected:
   void SetUp() override { omp_set_num_threads(1); }  // As the server's workers.
@@ -175,14 +155,6 @@ INSTANTIATE_TEST_SUITE_P(Impls, ActivationGoldenTest,
                          [](const ::testing::TestParamInfo<Impl>& info) {
                            return std::string(Name(info.param));
                          });
-
-std::vector<float> ThroughBfloat16(const std::vector<float>& v) {
-  std::vector<uint16_t> wire(v.size());
-  ConvertFromFloat32(ElementType::kBfloat16, v.data(), v.size(), wire.data());
-  std::vector<float> back(v.size());
-  ConvertToFloat32(ElementType::kBfloat16, wire.data(), v.size(), back.data());
-  return back;
-}
 
 // Bitwise, so that NaN compares equal to NaN.
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {

@@ -18,12 +18,14 @@
 #include "kernels/baseline/layer_norm_onednn.h"
 #include "kernels/norm.h"
 #include "kernels/norm_internal.h"
+#include "tests/golden/golden_expect.h"
 #include "tests/golden/golden_json.h"
 
 namespace layerserve {
 namespace {
 
 using golden::NormGoldenCase;
+using golden::ThroughBfloat16;
 using kernels::NormParams;
 using kernels::baseline::NormContext;  // The oneDNN baseline's primitives.
 
@@ -153,14 +155,6 @@ INSTANTIATE_TEST_SUITE_P(Impls, NormGoldenTest,
                          [](const ::testing::TestParamInfo<Impl>& info) {
                            return std::string(Name(info.param));
                          });
-
-std::vector<float> ThroughBfloat16(const std::vector<float>& v) {
-  std::vector<uint16_t> wire(v.size());
-  ConvertFromFloat32(ElementType::kBfloat16, v.data(), v.size(), wire.data());
-  std::vector<float> back(v.size());
-  ConvertToFloat32(ElementType::kBfloat16, wire.data(), v.size(), back.data());
-  return back;
-}
 
 TEST(NormGoldenBfloat16Test, InputsAreExactInBfloat16AndOutputsWithinTolerance) {
   NormContext ctx;
