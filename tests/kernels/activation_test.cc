@@ -46,10 +46,13 @@
 #include "hwy/targets.h"
 #include "kernels/activation_internal.h"
 #include "kernels/baseline/activate_onednn.h"
+#include "tests/testing/highway_target_scope.h"
 #include "tests/testing/output_stats.h"
 
 namespace layerserve::kernels {
 namespace {
+
+using testing::TargetScope;
 
 // The fast kernels keep no state; only the oneDNN baseline caches primitives.
 using baseline::ActivationContext;
@@ -256,17 +259,6 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
     name += std::string("_") + hwy::TargetName(info.param.target);
   return name;
 }
-
-// Restricts Highway's dispatch to one target while alive (0: no restriction).
-class TargetScope {
- public:
-  explicit TargetScope(int64_t target) {
-    if (target != 0) hwy::SetSupportedTargetsForTest(target);
-  }
-  ~TargetScope() { hwy::SetSupportedTargetsForTest(0); }
-  TargetScope(const TargetScope&) = delete;
-  TargetScope& operator=(const TargetScope&) = delete;
-};
 
 // The plain Highway loops on every target the CPU supports and this binary was
 // compiled for; the other strategies (whose Highway part is the same code) on

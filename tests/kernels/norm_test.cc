@@ -51,10 +51,13 @@
 #include "hwy/targets.h"
 #include "kernels/baseline/layer_norm_onednn.h"
 #include "kernels/norm_internal.h"
+#include "tests/testing/highway_target_scope.h"
 #include "tests/testing/output_stats.h"
 
 namespace layerserve::kernels {
 namespace {
+
+using testing::TargetScope;
 
 // The fast kernels keep no state; only the oneDNN baseline caches primitives.
 using baseline::NormContext;
@@ -122,17 +125,6 @@ std::vector<KernelOnTarget> AllKernels() {
   }
   return all;
 }
-
-// Restricts Highway's dispatch to one target while alive (0: no restriction).
-class TargetScope {
- public:
-  explicit TargetScope(int64_t target) {
-    if (target != 0) hwy::SetSupportedTargetsForTest(target);
-  }
-  ~TargetScope() { hwy::SetSupportedTargetsForTest(0); }
-  TargetScope(const TargetScope&) = delete;
-  TargetScope& operator=(const TargetScope&) = delete;
-};
 
 void RunFast(Kernel k, NormContext& ctx, const float* x, int64_t rows, int64_t dim,
              const NormParams& p, float* y) {
