@@ -7,66 +7,35 @@
 //    ones through GatedActivate() from two tensors [rows, F] and from one packed
 //    [rows, 2F], 16M and 64K input elements in all (2048 x 4096 and 8 x 4096 out);
 //    with 1 and 2 threads. With 2 threads every iteration is one call split by rows
-//    across two std::threads (Google Benchmark's threads), each with its own
-//    ActivationContext, meeting at a barrier after every call -- what
+//    across two std::threads (Google Benchmark's threads) meeting at a barrier
+//    after every call -- what
 //    torch.set_num_threads(2) does inside one PyTorch call. Copy does the same with
 //    memcpy of each thread's share: n floats for the element-wise kernels (read n,
 //    write n), 1.5 F per row for the gated ones (read 2F, write F).
 //  - Path: the two element-wise strategies (internal::ActivateHighway with and
-//    without streaming stores, internal::ActivateOneDnn) per activation and size on
+//    without streaming stores, baseline::ActivateOneDnn) per activation and size on
 //    one thread: the measurements behind Activate()'s choice of Highway
 //    (activation.cc) and internal::UsesStreamingStores.
 //
 // docs/perf/2026-11-30-activation-kernels.md has the commands and the numbers;
 // bench/torch_activation_bench.py is the PyTorch eager peer.
 #include <benchmark/benchmark.h>
-#include <emmintrin.h>
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <memory>
 #include <random>
-#include <thread>
 #include <vector>
 
+#include "bench/spin_barrier.h"
 #include "kernels/activation.h"
 #include "kernels/activation_internal.h"
+#include "kernels/baseline/activate_onednn.h"
 #include "kernels/value_stats.h"
 
 namespace layerserve::kernels {
 namespace {
-
-// Threads of one benchmark meet here after every call. Spins with pause for a
-// while (waking a sleeping thread costs ~27 us here, more than a whole L2-sized
-// call), then yields, so that on a busy machine a waiting thread does not keep its
-// partner from running.
-class SpinBarrier {
- public:
-  void Reset(int threads) {
-    threads_ = threads;
-    arrived_.store(0);
-  }
-  // generation: this thread's count of barriers passed so far.
-  void Wait(int64_t& generation) {
-    ++generation;
-    arrived_.fetch_add(1, std::memory_order_acq_rel);
-    for (int spins = 0; arrived_.load(std::memory_order_acquire) < generation * threads_;
-         ++spins) {
-      if (spins < kSpins) {
-        _mm_pause();
-      } else {
-        std::this_thread::yield();
-      }
-    }
-  }
-
- private:
-  static constexpr int kSpins = 20000;  // Some tens of microseconds.
-  int threads_ = 1;
-  std::atomic<int64_t> arrived_{0};
-};
 
 enum class Layout { kUnary, kGatedTwo, kGatedPacked, kCopyUnary, kCopyGated };
 
@@ -95,7 +64,7 @@ struct Data {
 // Shared by the threads of the running benchmark; set up by thread 0 before the
 // timed loop, whose start is a barrier of Google Benchmark's own.
 std::unique_ptr<Data> g_data;
-SpinBarrier g_barrier;
+bench::SpinBarrier g_barrier;
 
 // Bytes one call reads plus writes, per row.
 int64_t BytesPerRow(Layout layout, int64_t dim) {
@@ -121,23 +90,21 @@ void RunSpec(benchmark::State& state, Layout layout, Activation act) {
   const int64_t begin = rows * state.thread_index() / threads;
   const int64_t end = rows * (state.thread_index() + 1) / threads;
   const int64_t my_rows = end - begin;
-  ActivationContext ctx;
   int64_t generation = 0;
   for (auto _ : state) {
     Data& d = *g_data;
     const int64_t n = rows * dim;
     switch (layout) {
       case Layout::kUnary:
-        Activate(ctx, act, d.x.data() + begin * dim, my_rows * dim,
-                 d.y.data() + begin * dim);
+        Activate(act, d.x.data() + begin * dim, my_rows * dim, d.y.data() + begin * dim);
         break;
       case Layout::kGatedTwo:
-        GatedActivate(ctx, act, d.x.data() + begin * dim, d.x.data() + n + begin * dim,
+        GatedActivate(act, d.x.data() + begin * dim, d.x.data() + n + begin * dim,
                       my_rows, dim, dim, d.y.data() + begin * dim);
         break;
       case Layout::kGatedPacked: {
         const float* row = d.x.data() + begin * 2 * dim;
-        GatedActivate(ctx, act, row, row + dim, my_rows, dim, 2 * dim,
+        GatedActivate(act, row, row + dim, my_rows, dim, 2 * dim,
                       d.y.data() + begin * dim);
         break;
       }
@@ -227,7 +194,7 @@ void RunPath(benchmark::State& state, Path path) {
   const int64_t n = state.range(1);
   omp_set_num_threads(1);
   Data d(Layout::kUnary, 1, n);
-  ActivationContext ctx;
+  baseline::ActivationContext ctx;  // Path::kOneDnn's primitives.
   state.SetLabel(ActivationName(act));
   ValueStats stats;
   auto run = [&] {
@@ -237,18 +204,18 @@ void RunPath(benchmark::State& state, Path path) {
       case Path::kHighwayStream:
         return internal::ActivateHighway(act, d.x.data(), n, d.y.data(), true);
       case Path::kOneDnn:
-        return internal::ActivateOneDnn(ctx, act, d.x.data(), n, d.y.data());
+        return baseline::ActivateOneDnn(ctx, act, d.x.data(), n, d.y.data());
       case Path::kStatsNone:
-        return Activate(ctx, act, d.x.data(), n, d.y.data());
+        return Activate(act, d.x.data(), n, d.y.data());
       case Path::kStatsFused:
-        return Activate(ctx, act, d.x.data(), n, d.y.data(), &stats);
+        return Activate(act, d.x.data(), n, d.y.data(), &stats);
       case Path::kStatsAfter:
-        Activate(ctx, act, d.x.data(), n, d.y.data());
+        Activate(act, d.x.data(), n, d.y.data());
         stats = ComputeValueStats(d.y.data(), n);
         return;
     }
   };
-  run();  // Creates the cached primitive.
+  run();  // Creates oneDNN's cached primitive.
   for (auto _ : state) {
     run();
     benchmark::DoNotOptimize(stats);

@@ -5,31 +5,32 @@
 //  - Spec: LayerNorm (weight + bias), RmsNorm (weight) and fused add + RmsNorm on
 //    a 16M-element tensor (4096 x 4096, DRAM) and an L2-sized one (16 x 4096,
 //    256 KiB in), with 1 and 2 threads. With 2 threads every iteration is one
-//    call split by rows across two std::threads (Google Benchmark's threads), each
-//    with its own NormContext, meeting at a barrier after every call -- what
+//    call split by rows across two std::threads (Google Benchmark's threads)
+//    meeting at a barrier after every call -- what
 //    torch.set_num_threads(2) does inside one PyTorch call. Copy does the same
 //    with memcpy of each thread's rows: one array for the norms (read x, write y),
 //    two for the fused kernel (read x and residual, write sum and y); StreamCopy
 //    copies one array with non-temporal stores.
 //  - Path: LayerNorm's two strategies (internal::LayerNormLoop, the Highway hand
-//    loop; internal::LayerNormOneDnn) and the dispatching LayerNorm() per shape on
-//    one thread: the measurement behind LayerNorm() taking the loop everywhere.
+//    loop; baseline::LayerNormOneDnn, kernels/baseline/) and the dispatching
+//    LayerNorm() per shape on one thread: the measurement behind LayerNorm() taking
+//    the loop everywhere.
 //
 // Bytes counted: the activations read and written (weight and bias, [dim], are
 // negligible). docs/perf/2026-11-30-norm-kernels.md has the commands and the numbers;
 // bench/torch_norm_bench.py is the PyTorch eager peer and merges the tables.
 #include <benchmark/benchmark.h>
-#include <emmintrin.h>  // _mm_pause, _mm_stream_ps.
+#include <emmintrin.h>  // _mm_stream_ps.
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <memory>
 #include <random>
-#include <thread>
 #include <vector>
 
+#include "bench/spin_barrier.h"
+#include "kernels/baseline/layer_norm_onednn.h"
 #include "kernels/norm.h"
 #include "kernels/norm_internal.h"
 
@@ -55,37 +56,6 @@ struct Data {
   std::vector<float> x, y, w, b, r, s;
 };
 
-// Threads of one benchmark meet here after every call. It spins with pause for a
-// while (waking a sleeping thread costs ~27 us on this machine, more than a whole
-// call at 16 x 4096), then yields the core, so that on a busy machine a waiting
-// thread does not keep its partner from running. OpenMP runtimes wait the same
-// way between parallel regions.
-class SpinBarrier {
- public:
-  void Reset(int threads) {
-    threads_ = threads;
-    arrived_.store(0);
-  }
-  // generation: this thread's count of barriers passed so far.
-  void Wait(int64_t& generation) {
-    ++generation;
-    arrived_.fetch_add(1, std::memory_order_acq_rel);
-    for (int spins = 0; arrived_.load(std::memory_order_acquire) < generation * threads_;
-         ++spins) {
-      if (spins < kSpins) {
-        _mm_pause();
-      } else {
-        std::this_thread::yield();
-      }
-    }
-  }
-
- private:
-  static constexpr int kSpins = 20000;  // Some tens of microseconds.
-  int threads_ = 1;
-  std::atomic<int64_t> arrived_{0};
-};
-
 // A copy with non-temporal stores (SSE2, baseline x86-64): the bound for kernels
 // that stream their output, as the norms do for large outputs (memcpy here does
 // not: it reads each destination line first, as plain stores do).
@@ -98,7 +68,7 @@ void StreamCopy(const float* x, float* y, int64_t n) {
 // Shared by the threads of the running benchmark; set up by thread 0 before the
 // timed loop, whose start is a barrier of Google Benchmark's own.
 std::unique_ptr<Data> g_data;
-SpinBarrier g_barrier;
+bench::SpinBarrier g_barrier;
 
 // kRmsNormStats takes the output's statistics in the kernel's output pass
 // (NormParams::output_stats, as Normalize does); kRmsNormThenStats reads the output
@@ -138,7 +108,6 @@ void RunSpec(benchmark::State& state, Op op) {
   const int64_t end = rows * (state.thread_index() + 1) / threads;
   const int64_t my_rows = end - begin, offset = begin * dim;
   const size_t my_bytes = my_rows * dim * sizeof(float);
-  NormContext ctx;
   int64_t generation = 0;
   for (auto _ : state) {
     Data& d = *g_data;
@@ -147,23 +116,23 @@ void RunSpec(benchmark::State& state, Op op) {
     switch (op) {
       case Op::kLayerNorm:
         p.bias = d.b.data();
-        LayerNorm(ctx, d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
+        LayerNorm(d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
         break;
       case Op::kRmsNorm:
         p.epsilon = 1e-6f;
-        RmsNorm(ctx, d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
+        RmsNorm(d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
         break;
       case Op::kRmsNormStats: {
         ValueStats stats;
         p.epsilon = 1e-6f;
         p.output_stats = &stats;
-        RmsNorm(ctx, d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
+        RmsNorm(d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
         benchmark::DoNotOptimize(stats);
         break;
       }
       case Op::kRmsNormThenStats: {
         p.epsilon = 1e-6f;
-        RmsNorm(ctx, d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
+        RmsNorm(d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
         ValueStats stats = ComputeValueStats(d.y.data() + offset, my_rows * dim);
         benchmark::DoNotOptimize(stats);
         break;
@@ -172,7 +141,7 @@ void RunSpec(benchmark::State& state, Op op) {
         p.epsilon = 1e-6f;
         p.residual = d.r.data() + offset;
         p.residual_out = d.s.data() + offset;
-        RmsNorm(ctx, d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
+        RmsNorm(d.x.data() + offset, my_rows, dim, p, d.y.data() + offset);
         break;
       case Op::kCopy1:
         std::memcpy(d.y.data() + offset, d.x.data() + offset, my_bytes);
@@ -229,24 +198,24 @@ void RunPath(benchmark::State& state, Fn fn) {
   const int64_t rows = state.range(0), dim = state.range(1);
   omp_set_num_threads(1);
   Data d(rows, dim, /*residual=*/false);
-  NormContext ctx;
   NormParams p;
   p.weight = d.w.data();
   p.bias = d.b.data();
-  fn(ctx, d.x.data(), rows, dim, p, d.y.data());  // Creates cached primitives.
+  fn(d.x.data(), rows, dim, p, d.y.data());  // Creates oneDNN's cached primitives.
   for (auto _ : state) {
-    fn(ctx, d.x.data(), rows, dim, p, d.y.data());
+    fn(d.x.data(), rows, dim, p, d.y.data());
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * rows * dim * 2 * sizeof(float));
 }
 
-void BM_PathLoop(benchmark::State& state) {
+void BM_PathLoop(benchmark::State& state) { RunPath(state, internal::LayerNormLoop); }
+void BM_PathOneDnn(benchmark::State& state) {
+  baseline::NormContext ctx;
   RunPath(state,
-          [](NormContext&, const float* x, int64_t rows, int64_t dim, const NormParams& p,
-             float* y) { internal::LayerNormLoop(x, rows, dim, p, y); });
+          [&ctx](const float* x, int64_t rows, int64_t dim, const NormParams& p,
+                 float* y) { baseline::LayerNormOneDnn(ctx, x, rows, dim, p, y); });
 }
-void BM_PathOneDnn(benchmark::State& state) { RunPath(state, internal::LayerNormOneDnn); }
 void BM_PathLayerNorm(benchmark::State& state) { RunPath(state, LayerNorm); }
 
 void PathShapes(benchmark::internal::Benchmark* b) {

@@ -17,15 +17,13 @@
 // docs/perf/2026-11-30-rope-kernel.md has the commands and numbers;
 // bench/torch_rope_bench.py is the PyTorch eager peer and merges the tables.
 #include <benchmark/benchmark.h>
-#include <emmintrin.h>
 
-#include <atomic>
 #include <cstring>
 #include <memory>
 #include <random>
-#include <thread>
 #include <vector>
 
+#include "bench/spin_barrier.h"
 #include "kernels/rope.h"
 
 namespace layerserve::kernels {
@@ -52,39 +50,10 @@ struct Data {
   std::vector<float> x, y, cos, sin;
 };
 
-// Threads of one benchmark meet here after every call: spin with pause for a while
-// (waking a sleeping thread costs ~27 us here), then yield the core so that on a
-// busy machine a waiting thread does not keep its partner from running.
-class SpinBarrier {
- public:
-  void Reset(int threads) {
-    threads_ = threads;
-    arrived_.store(0);
-  }
-  // generation: this thread's count of barriers passed so far.
-  void Wait(int64_t& generation) {
-    ++generation;
-    arrived_.fetch_add(1, std::memory_order_acq_rel);
-    for (int spins = 0; arrived_.load(std::memory_order_acquire) < generation * threads_;
-         ++spins) {
-      if (spins < kSpins) {
-        _mm_pause();
-      } else {
-        std::this_thread::yield();
-      }
-    }
-  }
-
- private:
-  static constexpr int kSpins = 20000;
-  int threads_ = 1;
-  std::atomic<int64_t> arrived_{0};
-};
-
 // Shared by the threads of the running benchmark; set up by thread 0 before the
 // timed loop, whose start is a barrier of Google Benchmark's own.
 std::unique_ptr<Data> g_data;
-SpinBarrier g_barrier;
+bench::SpinBarrier g_barrier;
 
 enum class Op { kHalf, kInterleaved, kHalfBthd, kCopy };
 

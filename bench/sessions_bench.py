@@ -37,7 +37,7 @@ import torch
 
 # The generated stubs (BUILD_DIR/python) and the tests' numpy <-> Tensor helper.
 sys.path.insert(0, os.path.join(sys.argv[1] if len(sys.argv) > 1 else "build", "python"))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "integration"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "testing"))
 from layerserve.v1 import layerserve_pb2 as pb  # noqa: E402
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc  # noqa: E402
 from wire import array_tensor  # noqa: E402

@@ -20,11 +20,11 @@ samples is printed, in microseconds and GB/s (bytes read + written / time, 1 GB 
 """
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
+
+import torch_timing
 
 TARGET_SAMPLE_SECONDS = 0.005
 
@@ -53,19 +53,7 @@ GATED_SHAPES = [(8, 4096), (2048, 4096)]    # rows x F: gate + up 64K / 16M elem
 
 
 def median_us(fn, samples):
-    for _ in range(3):  # warm-up: allocator caches, lazy init
-        fn()
-    start = time.perf_counter()
-    fn()
-    once = time.perf_counter() - start
-    calls = max(1, int(TARGET_SAMPLE_SECONDS / max(once, 1e-7)))
-    times = []
-    for _ in range(samples):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        times.append((time.perf_counter() - start) / calls)
-    return statistics.median(times) * 1e6
+    return torch_timing.median_seconds(fn, samples, TARGET_SAMPLE_SECONDS, warmups=3) * 1e6
 
 
 def gbps(nbytes, us):

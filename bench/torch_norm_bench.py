@@ -23,13 +23,11 @@ into a new dated note in docs/perf/ (and its ratios into docs/BENCHMARKS.md).
 """
 
 import argparse
-import json
-import re
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
+
+import torch_timing
 
 SHAPES = [(16, 4096), (4096, 4096)]
 THREADS = [1, 2]
@@ -42,19 +40,7 @@ def rms_norm(x, w, eps=1e-6):
 
 
 def median_seconds(fn):
-    for _ in range(5):  # warm-up: allocator caches, lazy init
-        fn()
-    start = time.perf_counter()
-    fn()
-    once = time.perf_counter() - start
-    calls = max(1, int(TARGET_SAMPLE_SECONDS / max(once, 1e-7)))
-    samples = []
-    for _ in range(SAMPLES):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls)
-    return statistics.median(samples)
+    return torch_timing.median_seconds(fn, SAMPLES, TARGET_SAMPLE_SECONDS)
 
 
 def measure():
@@ -98,16 +84,8 @@ LABELS = {
 
 def load_cpp(path):
     """Returns {(benchmark, rows, dim, threads): median GB/s} from norm_bench JSON."""
-    with open(path) as f:
-        data = json.load(f)
-    medians = {}
-    pattern = re.compile(r"^(BM_\w+)/rows:(\d+)/dim:(\d+)/real_time/threads:(\d+)_median$")
-    for bench in data["benchmarks"]:
-        m = pattern.match(bench["name"])
-        if m:
-            key = (m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)))
-            medians[key] = bench["bytes_per_second"] / 1e9
-    return medians
+    return torch_timing.load_cpp_medians(
+        path, r"^(BM_\w+)/rows:(\d+)/dim:(\d+)/real_time/threads:(\d+)_median$")
 
 
 def print_merged(cpp, torch_results):

@@ -21,11 +21,11 @@ in microseconds and in GB/s with the C++ benchmark's byte counts.
 
 import argparse
 import math
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
+
+import torch_timing
 
 SAMPLES = 21
 TARGET_SAMPLE_SECONDS = 0.02
@@ -34,19 +34,7 @@ HEAD_SHAPES = [(16, 1024, 1024), (4, 128, 128)]  # heads x Tq x Tk
 
 
 def median_us(fn):
-    for _ in range(5):
-        fn()
-    start = time.perf_counter()
-    fn()
-    once = time.perf_counter() - start
-    calls = max(1, int(TARGET_SAMPLE_SECONDS / max(once, 1e-7)))
-    samples = []
-    for _ in range(SAMPLES):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls)
-    return statistics.median(samples) * 1e6
+    return torch_timing.median_seconds(fn, SAMPLES, TARGET_SAMPLE_SECONDS) * 1e6
 
 
 def report(label, shape, threads, us, nbytes):

@@ -26,12 +26,10 @@ docs/BENCHMARKS.md).
 """
 
 import argparse
-import json
-import re
-import statistics
-import time
 
 import torch
+
+import torch_timing
 
 SHAPES = [(8, 64, 128), (32, 4096, 128)]  # heads, tokens, head dim
 THREADS = [1, 2]
@@ -52,19 +50,7 @@ def rotate_every_two(x):
 
 
 def median_seconds(fn):
-    for _ in range(5):  # warm-up: allocator caches, lazy init
-        fn()
-    start = time.perf_counter()
-    fn()
-    once = time.perf_counter() - start
-    calls = max(1, int(TARGET_SAMPLE_SECONDS / max(once, 1e-7)))
-    samples = []
-    for _ in range(SAMPLES):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls)
-    return statistics.median(samples)
+    return torch_timing.median_seconds(fn, SAMPLES, TARGET_SAMPLE_SECONDS)
 
 
 def tables(tokens, dim):
@@ -116,17 +102,8 @@ LABELS = {"half": "HALF (BHTD)", "interleaved": "INTERLEAVED (BHTD)",
 
 def load_cpp(path):
     """Returns {(benchmark, heads, tokens, dim, threads): median GB/s}."""
-    with open(path) as f:
-        data = json.load(f)
-    medians = {}
-    pattern = re.compile(r"^(BM_\w+)/heads:(\d+)/tokens:(\d+)/dim:(\d+)/real_time/"
-                         r"threads:(\d+)_median$")
-    for bench in data["benchmarks"]:
-        m = pattern.match(bench["name"])
-        if m:
-            key = (m.group(1),) + tuple(int(g) for g in m.groups()[1:])
-            medians[key] = bench["bytes_per_second"] / 1e9
-    return medians
+    return torch_timing.load_cpp_medians(
+        path, r"^(BM_\w+)/heads:(\d+)/tokens:(\d+)/dim:(\d+)/real_time/threads:(\d+)_median$")
 
 
 def print_merged(cpp, torch_results):

@@ -23,7 +23,7 @@ Outcome FuzzActivate(const uint8_t* data, size_t size) {
   if (info.elements > kMaxRunElements) return Outcome::kSkipped;
 
   v1::ActivateResponse response;
-  RunActivate(Worker().activation, *job, &response);
+  RunActivate(*job, &response);
   CheckOutputTensor(response.output(), job->output_shape, job->output_type, "output");
   return Outcome::kAccepted;
 }

@@ -24,7 +24,7 @@ Outcome FuzzNormalize(const uint8_t* data, size_t size) {
   if (info.elements > kMaxRunElements) return Outcome::kSkipped;
 
   v1::NormalizeResponse response;
-  RunNormalize(Worker().norm, *job, &response);
+  RunNormalize(*job, &response);
   CheckOutputTensor(response.output(), info.shape, job->output_type, "output");
   if (job->residual.empty()) {
     FUZZ_CHECK(!response.has_residual_out(), "residual_out without a residual");

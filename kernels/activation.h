@@ -3,10 +3,10 @@
 // ReGLU).
 //
 // Every fast kernel has a scalar *Reference twin with the same contract; tests hold
-// one to the other. All functions are pure on plain memory. The fast ones take an
-// ActivationContext, per-caller state (the oneDNN primitives of the alternative
-// path, activation_internal.h), which is not thread-safe: give each worker thread
-// its own.
+// one to the other. All functions are pure on plain memory and keep no state. The
+// fast ones are Highway loops dispatched at run time to the best instruction set of
+// the CPU. (oneDNN's eltwise, which they were measured against, is a baseline in
+// kernels/baseline/activate_onednn.h.)
 //
 // Semantics are PyTorch's (1.13) in float32, formulas as torch writes them:
 //   kRelu       max(x, 0); NaN stays NaN, -0 stays -0 (torch.relu).
@@ -23,14 +23,11 @@
 // Finite inputs of any magnitude give finite outputs (e.g. silu(-1e20) = -0); a
 // gated product act(gate) * up may still overflow to +-inf, as in PyTorch.
 //
-// Threads: the kernels never start threads. (oneDNN's alternative path
-// parallelizes each call over omp_get_max_threads() of the calling thread; the
-// server's workers call omp_set_num_threads(1) first, for every oneDNN kernel.)
+// Threads: the kernels never start threads; each call runs on its caller's thread.
 #ifndef LAYERSERVE_KERNELS_ACTIVATION_H_
 #define LAYERSERVE_KERNELS_ACTIVATION_H_
 
 #include <cstdint>
-#include <memory>
 
 #include "kernels/value_stats.h"
 
@@ -59,25 +56,6 @@ void ActivateReference(Activation act, const float* x, int64_t n, float* y);
 void GatedActivateReference(Activation act, const float* gate, const float* up,
                             int64_t rows, int64_t dim, int64_t stride, float* y);
 
-// Per-thread state of the fast kernels (oneDNN engine, stream, cached eltwise
-// primitives). Not thread-safe; cheap to keep one per worker thread.
-class ActivationContext {
- public:
-  ActivationContext();
-  ~ActivationContext();
-  ActivationContext(const ActivationContext&) = delete;
-  ActivationContext& operator=(const ActivationContext&) = delete;
-
-  struct Impl;
-  Impl& impl() { return *impl_; }
-
-  // How many oneDNN primitives this context holds (at most one per activation).
-  int64_t CachedPrimitiveCount() const;
-
- private:
-  std::unique_ptr<Impl> impl_;
-};
-
 // Fast kernels, same contracts as the references. With `output_stats`, also set
 // *output_stats to the numeric health of y (value_stats.h), taken in the pass
 // that writes y rather than by reading it again; and, with `inputs_finite` too,
@@ -85,10 +63,10 @@ class ActivationContext {
 // checked as it is read, so that a caller counting NaN and Inf on the input
 // reads it again only when it holds some (an output does not tell: ReLU, sigmoid
 // and tanh send -Inf to finite values).
-void Activate(ActivationContext& ctx, Activation act, const float* x, int64_t n, float* y,
+void Activate(Activation act, const float* x, int64_t n, float* y,
               ValueStats* output_stats = nullptr, bool* inputs_finite = nullptr);
-void GatedActivate(ActivationContext& ctx, Activation act, const float* gate,
-                   const float* up, int64_t rows, int64_t dim, int64_t stride, float* y,
+void GatedActivate(Activation act, const float* gate, const float* up, int64_t rows,
+                   int64_t dim, int64_t stride, float* y,
                    ValueStats* output_stats = nullptr, bool* inputs_finite = nullptr);
 
 }  // namespace layerserve::kernels

@@ -1,7 +1,7 @@
 // Internal to the activation kernels, not part of the API: the Highway loops behind
-// Activate() and GatedActivate(), and oneDNN's eltwise, the alternative they were
-// measured against (activation.cc), exposed so that tests hold each to the
-// reference and the benchmark times each.
+// Activate() and GatedActivate(), exposed so that tests hold them to the reference,
+// the benchmark times them, and the oneDNN baseline (kernels/baseline/) hands them
+// the tail of its chunks.
 #ifndef LAYERSERVE_KERNELS_ACTIVATION_INTERNAL_H_
 #define LAYERSERVE_KERNELS_ACTIVATION_INTERNAL_H_
 
@@ -26,16 +26,6 @@ void GatedActivateHighway(Activation act, const float* gate, const float* up,
 
 // The Highway target the loops above dispatch to ("AVX3", "AVX2"...).
 const char* ActivationHighwayTarget();
-
-// oneDNN eltwise (forward_inference) run over fixed chunks: as many of
-// kOneDnnChunk values as fit, then of kOneDnnSmallChunk, and the rest (fewer than
-// kOneDnnSmallChunk values) goes to Highway. Two cached primitives per activation
-// at most, whatever the sizes. Falls back to Highway if oneDNN cannot make a
-// primitive.
-inline constexpr int64_t kOneDnnChunk = 1 << 16;
-inline constexpr int64_t kOneDnnSmallChunk = 1 << 13;
-void ActivateOneDnn(ActivationContext& ctx, Activation act, const float* x, int64_t n,
-                    float* y);
 
 // True when the fast kernels write an output of n values with streaming stores.
 bool UsesStreamingStores(int64_t n);

@@ -33,17 +33,16 @@ void BatchLinear(const BlockBatch& batch, BlockKernels& k, const LinearWeights& 
 
 // norm(x) of the block's attention or MLP input into y; both [rows, D].
 void BlockNorm(const BlockConfig& c, const std::vector<float>& weight,
-               const std::vector<float>& bias, NormContext& context, const float* x,
-               int64_t rows, float* y) {
+               const std::vector<float>& bias, const float* x, int64_t rows, float* y) {
   NormParams p;
   p.epsilon = c.norm_epsilon;
   p.weight = weight.data();
   p.bias = bias.empty() ? nullptr : bias.data();
   p.weight_offset = c.norm_weight_offset;
   if (c.rms_norm) {
-    RmsNorm(context, x, rows, c.hidden_size, p, y);
+    RmsNorm(x, rows, c.hidden_size, p, y);
   } else {
-    LayerNorm(context, x, rows, c.hidden_size, p, y);
+    LayerNorm(x, rows, c.hidden_size, p, y);
   }
 }
 
@@ -64,9 +63,9 @@ void AttentionPart(const BlockConfig& c, const BlockWeights& w, const BlockBatch
     p.epsilon = c.norm_epsilon;
     for (int64_t t = 0; t < rows; ++t) {
       p.weight = w.q_norm_weight.data();
-      RmsNorm(k.norm, q + t * qkv_width, c.num_heads, dh, p, q + t * qkv_width);
+      RmsNorm(q + t * qkv_width, c.num_heads, dh, p, q + t * qkv_width);
       p.weight = w.k_norm_weight.data();
-      RmsNorm(k.norm, key + t * qkv_width, c.num_kv_heads, dh, p, key + t * qkv_width);
+      RmsNorm(key + t * qkv_width, c.num_kv_heads, dh, p, key + t * qkv_width);
     }
   }
   if (c.has_rope) {
@@ -162,12 +161,14 @@ void MlpPart(const BlockConfig& c, const BlockWeights& w, const BlockBatch& batc
   BatchLinear(batch, k, *w.up, input, k.mlp_in.data());
   k.mlp_hidden.resize(rows * f);
   if (c.gated_mlp) {
-    GatedActivate(k.activation, c.activation, k.mlp_in.data(), k.mlp_in.data() + f, rows,
-                  f, 2 * f, k.mlp_hidden.data());
+    GatedActivate(c.activation, k.mlp_in.data(), k.mlp_in.data() + f, rows, f, 2 * f,
+                  k.mlp_hidden.data());
   } else {
-    // Always the Highway loop: Activate() picks oneDNN by size for some functions,
-    // and a row's result must not depend on how many rows share the call (the
-    // batcher promises bit-identical results).
+    // The Highway loop that Activate() runs (at every size, so a row's result does
+    // not depend on how many rows share the call, as the batcher promises), called
+    // directly for plain stores: Activate() would write an output of 8 MiB or more
+    // with streaming stores, past the caches the down projection reads it from
+    // next. (The gated call above does stream at that size; neither was measured.)
     internal::ActivateHighway(c.activation, k.mlp_in.data(), rows * f,
                               k.mlp_hidden.data(), /*stream=*/false);
   }
@@ -187,18 +188,18 @@ void BlockForward(const BlockConfig& c, const BlockWeights& w, const BlockBatch&
                   BlockKernels& k, float* x, double* head_entropy) {
   const int64_t rows = batch.rows, d = c.hidden_size;
   k.normed.resize(rows * d);
-  BlockNorm(c, w.attn_norm_weight, w.attn_norm_bias, k.norm, x, rows, k.normed.data());
+  BlockNorm(c, w.attn_norm_weight, w.attn_norm_bias, x, rows, k.normed.data());
   AttentionPart(c, w, batch, k, head_entropy);
   if (c.parallel_residual) {
     // x + attn(ln1(x)) + mlp(ln2(x)): both branches read the block's input.
-    BlockNorm(c, w.mlp_norm_weight, w.mlp_norm_bias, k.norm, x, rows, k.normed.data());
+    BlockNorm(c, w.mlp_norm_weight, w.mlp_norm_bias, x, rows, k.normed.data());
     for (int64_t i = 0; i < rows * d; ++i) x[i] += k.projected[i];
     MlpPart(c, w, batch, k, k.normed.data(), k.projected.data());
     for (int64_t i = 0; i < rows * d; ++i) x[i] += k.projected[i];
     return;
   }
   for (int64_t i = 0; i < rows * d; ++i) x[i] += k.projected[i];
-  BlockNorm(c, w.mlp_norm_weight, w.mlp_norm_bias, k.norm, x, rows, k.normed.data());
+  BlockNorm(c, w.mlp_norm_weight, w.mlp_norm_bias, x, rows, k.normed.data());
   MlpPart(c, w, batch, k, k.normed.data(), k.projected.data());
   for (int64_t i = 0; i < rows * d; ++i) x[i] += k.projected[i];
 }

@@ -88,10 +88,8 @@ inline constexpr int64_t kShortSequenceTokens = 4;
 
 // One worker's contexts and buffers.
 struct BlockKernels {
-  NormContext norm;
   LinearContext linear;
   AttentionContext attention;
-  ActivationContext activation;
   std::vector<float> normed, qkv, attn, projected, mlp_in, mlp_hidden;
   std::vector<float> cached_k, cached_v;  // A cached sequence's keys and values.
   std::vector<int64_t> limits;            // Per row: the keys its query attends to.

@@ -2,11 +2,10 @@
 // scale (plain or Gemma's 1 + weight), shift (LayerNorm) and fused residual add.
 //
 // Every fast kernel here has a scalar *Reference twin with the same contract; tests
-// hold one to the other. All functions are pure on plain memory. The fast ones are
-// Highway loops dispatched at run time to the best instruction set of the CPU
-// (AVX-512, AVX2, SSE4, ...); they take a NormContext for per-caller state (the
-// oneDNN LayerNorm kept internally as a baseline caches its primitives there),
-// which is not thread-safe: give each worker thread its own.
+// hold one to the other. All functions are pure on plain memory and keep no state.
+// The fast ones are Highway loops dispatched at run time to the best instruction
+// set of the CPU (AVX-512, AVX2, SSE4, ...). (oneDNN's LayerNorm, which they were
+// measured against, is a baseline in kernels/baseline/layer_norm_onednn.h.)
 //
 // Semantics are PyTorch's in float32: LayerNorm y = (x - mean) / sqrt(var + eps) * w
 // + b with the biased variance (torch.nn.functional.layer_norm); RMSNorm
@@ -24,9 +23,6 @@
 // in PyTorch); use epsilon > 0.
 //
 // Threads: the kernels never start threads; each call runs on its caller's thread.
-// (The internal oneDNN LayerNorm parallelizes over omp_get_max_threads() of the
-// calling thread, so callers that run kernels on their own worker threads call
-// omp_set_num_threads(1) on each worker first.)
 //
 // Outputs of 8 MiB or more are written with non-temporal stores (they bypass the
 // caches; the kernel orders them with a store fence before returning).
@@ -34,7 +30,6 @@
 #define LAYERSERVE_KERNELS_NORM_H_
 
 #include <cstdint>
-#include <memory>
 
 #include "kernels/value_stats.h"
 
@@ -54,7 +49,7 @@ struct NormParams {
   // values as the output pass writes them rather than by a second read: the same
   // counts and abs-max as ComputeValueStats(y), squares summed per row in float
   // lanes (RowSums' precision) and across rows in double. LayerNorm() and
-  // RmsNorm() only: the references and internal::LayerNormOneDnn ignore it.
+  // RmsNorm() only: the references and baseline::LayerNormOneDnn ignore it.
   ValueStats* output_stats = nullptr;
 };
 
@@ -65,30 +60,9 @@ void LayerNormReference(const float* x, int64_t rows, int64_t dim, const NormPar
 void RmsNormReference(const float* x, int64_t rows, int64_t dim, const NormParams& p,
                       float* y);
 
-// Per-thread state of the fast kernels (oneDNN engine, stream, cached primitives,
-// scratch buffers). Not thread-safe; cheap to keep one per worker thread.
-class NormContext {
- public:
-  NormContext();
-  ~NormContext();
-  NormContext(const NormContext&) = delete;
-  NormContext& operator=(const NormContext&) = delete;
-
-  struct Impl;
-  Impl& impl() { return *impl_; }
-
-  // How many oneDNN primitives this context holds (bounded; for tests and metrics).
-  int64_t CachedPrimitiveCount() const;
-
- private:
-  std::unique_ptr<Impl> impl_;
-};
-
 // Fast kernels, same contract as the references.
-void LayerNorm(NormContext& ctx, const float* x, int64_t rows, int64_t dim,
-               const NormParams& p, float* y);
-void RmsNorm(NormContext& ctx, const float* x, int64_t rows, int64_t dim,
-             const NormParams& p, float* y);
+void LayerNorm(const float* x, int64_t rows, int64_t dim, const NormParams& p, float* y);
+void RmsNorm(const float* x, int64_t rows, int64_t dim, const NormParams& p, float* y);
 
 }  // namespace layerserve::kernels
 

@@ -1,7 +1,7 @@
-// Internal to the norm kernels, not part of the API: the two LayerNorm strategies
-// (LayerNorm() takes the hand loop on every shape, by measurement: see norm.cc),
-// exposed so that tests hold each to the reference and the benchmark times each,
-// and the hand loops' tuning constants.
+// Internal to the norm kernels, not part of the API: the LayerNorm hand loop that
+// LayerNorm() runs on every shape (by measurement against oneDNN's: see norm.cc),
+// exposed so that tests hold it to the reference and the benchmark times it, and
+// the hand loops' tuning constants.
 #ifndef LAYERSERVE_KERNELS_NORM_INTERNAL_H_
 #define LAYERSERVE_KERNELS_NORM_INTERNAL_H_
 
@@ -10,11 +10,6 @@
 #include "kernels/norm.h"
 
 namespace layerserve::kernels::internal {
-
-// LayerNorm through oneDNN's layer_normalization primitive (cached in ctx).
-// Slower than the loop or tied on every shape measured; kept as the baseline.
-void LayerNormOneDnn(NormContext& ctx, const float* x, int64_t rows, int64_t dim,
-                     const NormParams& p, float* y);
 
 // LayerNorm as a Highway hand loop, one row at a time; no state. What LayerNorm()
 // runs.

@@ -462,8 +462,7 @@ HWY_EXPORT(RmsNormRows);
 HWY_EXPORT(LayerNormRows);
 HWY_EXPORT(LoopTargetName);
 
-void RmsNorm(NormContext& /*ctx*/, const float* x, int64_t rows, int64_t dim,
-             const NormParams& p, float* y) {
+void RmsNorm(const float* x, int64_t rows, int64_t dim, const NormParams& p, float* y) {
   HWY_DYNAMIC_DISPATCH(RmsNormRows)(x, rows, dim, p, y);
 }
 

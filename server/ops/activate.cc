@@ -100,8 +100,7 @@ absl::StatusOr<ActivateJob> ParseActivateRequest(const v1::ActivateRequest& requ
   return job;
 }
 
-OutputHealth RunActivate(kernels::ActivationContext& context, const ActivateJob& job,
-                         v1::ActivateResponse* response) {
+OutputHealth RunActivate(const ActivateJob& job, v1::ActivateResponse* response) {
   const TensorInfo& info = job.input.info;
   const float* x = job.input.values.data();
   const int64_t outputs = job.form == ActivateJob::Form::kGatedPacked
@@ -117,18 +116,18 @@ OutputHealth RunActivate(kernels::ActivationContext& context, const ActivateJob&
       [&](float* y) {
         switch (job.form) {
           case ActivateJob::Form::kElementwise:
-            kernels::Activate(context, job.activation, x, info.elements, y, &output_stats,
+            kernels::Activate(job.activation, x, info.elements, y, &output_stats,
                               &inputs_finite);
             break;
           case ActivateJob::Form::kGatedTwoTensors:
-            kernels::GatedActivate(context, job.activation, job.gate.data(), x,
-                                   info.rows(), info.last_dim(), info.last_dim(), y,
-                                   &output_stats, &inputs_finite);
+            kernels::GatedActivate(job.activation, job.gate.data(), x, info.rows(),
+                                   info.last_dim(), info.last_dim(), y, &output_stats,
+                                   &inputs_finite);
             break;
           case ActivateJob::Form::kGatedPacked: {
             const int64_t f = info.last_dim() / 2;
-            kernels::GatedActivate(context, job.activation, x, x + f, info.rows(), f,
-                                   2 * f, y, &output_stats, &inputs_finite);
+            kernels::GatedActivate(job.activation, x, x + f, info.rows(), f, 2 * f, y,
+                                   &output_stats, &inputs_finite);
             break;
           }
         }

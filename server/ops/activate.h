@@ -1,5 +1,5 @@
 // The Activate RPC apart from transport: request validation (every error names its
-// field) and execution on a kernel context. Stateless; safe from any thread.
+// field) and execution of the kernel. Stateless; safe from any thread.
 #ifndef LAYERSERVE_SERVER_OPS_ACTIVATE_H_
 #define LAYERSERVE_SERVER_OPS_ACTIVATE_H_
 
@@ -34,8 +34,7 @@ absl::StatusOr<ActivateJob> ParseActivateRequest(const v1::ActivateRequest&& req
     delete;
 
 // Runs the kernel and fills `response`; returns the output's numeric health.
-OutputHealth RunActivate(kernels::ActivationContext& context, const ActivateJob& job,
-                         v1::ActivateResponse* response);
+OutputHealth RunActivate(const ActivateJob& job, v1::ActivateResponse* response);
 
 }  // namespace layerserve
 

@@ -98,8 +98,7 @@ int64_t CountZeroVarianceRows(const float* x, int64_t rows, int64_t dim,
   return count;
 }
 
-OutputHealth RunNormalize(kernels::NormContext& context, const NormalizeJob& job,
-                          v1::NormalizeResponse* response) {
+OutputHealth RunNormalize(const NormalizeJob& job, v1::NormalizeResponse* response) {
   const TensorInfo& info = job.input.info;
   kernels::NormParams params;
   params.epsilon = job.epsilon;
@@ -119,11 +118,11 @@ OutputHealth RunNormalize(kernels::NormContext& context, const NormalizeJob& job
       info.shape, info.elements, job.output_type, response->mutable_output(),
       [&](float* output) {
         if (job.kind == v1::LAYER_NORM) {
-          kernels::LayerNorm(context, job.input.values.data(), info.rows(),
-                             info.last_dim(), params, output);
+          kernels::LayerNorm(job.input.values.data(), info.rows(), info.last_dim(),
+                             params, output);
         } else {
-          kernels::RmsNorm(context, job.input.values.data(), info.rows(), info.last_dim(),
-                           params, output);
+          kernels::RmsNorm(job.input.values.data(), info.rows(), info.last_dim(), params,
+                           output);
         }
       },
       &output_stats);

@@ -1,5 +1,5 @@
 // The Normalize RPC apart from transport: request validation (every error names its
-// field) and execution on a kernel context. Stateless; safe from any thread.
+// field) and execution of the kernel. Stateless; safe from any thread.
 #ifndef LAYERSERVE_SERVER_OPS_NORMALIZE_H_
 #define LAYERSERVE_SERVER_OPS_NORMALIZE_H_
 
@@ -33,8 +33,7 @@ absl::StatusOr<NormalizeJob> ParseNormalizeRequest(const v1::NormalizeRequest&& 
     delete;
 
 // Runs the kernel and fills `response`; returns the output's numeric health.
-OutputHealth RunNormalize(kernels::NormContext& context, const NormalizeJob& job,
-                          v1::NormalizeResponse* response);
+OutputHealth RunNormalize(const NormalizeJob& job, v1::NormalizeResponse* response);
 
 }  // namespace layerserve
 

@@ -6,9 +6,7 @@
 
 #include <omp.h>
 
-#include "kernels/activation.h"
 #include "kernels/block.h"
-#include "kernels/norm.h"
 #include "kernels/positional.h"
 
 namespace layerserve {
@@ -22,10 +20,8 @@ struct SingleOpenMpThread {
 
 struct WorkerContext {
   SingleOpenMpThread single_thread;  // First: before any kernel context exists.
-  kernels::NormContext norm;
   kernels::BlockKernels block;
   kernels::PositionalContext positional;
-  kernels::ActivationContext activation;
 };
 
 }  // namespace layerserve

@@ -229,13 +229,13 @@ template <typename Job>
 void EndJob(Job&, bool /*computed*/) {}
 void EndJob(BlockForwardJob& job, bool computed) { job.session.Release(computed); }
 
-OutputHealth RunOne(WorkerContext& worker, NormalizeJob& job,
+OutputHealth RunOne(WorkerContext& /*worker*/, NormalizeJob& job,
                     v1::NormalizeResponse* response) {
-  return RunNormalize(worker.norm, job, response);
+  return RunNormalize(job, response);
 }
-OutputHealth RunOne(WorkerContext& worker, ActivateJob& job,
+OutputHealth RunOne(WorkerContext& /*worker*/, ActivateJob& job,
                     v1::ActivateResponse* response) {
-  return RunActivate(worker.activation, job, response);
+  return RunActivate(job, response);
 }
 OutputHealth RunOne(WorkerContext& worker, PositionalEncodeJob& job,
                     v1::PositionalEncodeResponse* response) {

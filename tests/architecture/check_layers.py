@@ -18,6 +18,9 @@ PROTO = "proto"
 LAYERS = {
     "common": set(),
     "kernels": {"common"},
+    # The oneDNN baselines the kernels were measured against: for benches and tests
+    # only, so no layer above may include them.
+    "kernels/baseline": {"common", "kernels"},
     "server/metrics": {"common", "kernels", PROTO},
     "server/models": {"common", "kernels", PROTO},
     "server/sessions": {"common", "kernels", "server/models", "server/metrics"},

@@ -15,11 +15,13 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import (SERVICE_NAME, SOURCE_DIR, checked_normalize, free_port,
-                      requests_ok, wait_for)
+from checked_normalize import checked_normalize
+from conftest import SERVICE_NAME
 from grpc_std import health_pb2, health_pb2_grpc
 from layerserve.v1 import layerserve_pb2 as pb
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
+from metrics_text import requests_ok
+from server_process import SOURCE_DIR, free_port, wait_for
 
 IMAGE = os.environ.get("LAYERSERVE_IMAGE")
 MODELS = SOURCE_DIR / "tests" / "golden" / "models"

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 import kustomize
-from conftest import DEPLOY_DIR, SERVER, SERVICE_NAME
+from conftest import DEPLOY_DIR, SERVICE_NAME
+from server_process import SERVER
 
 K8S = DEPLOY_DIR / "k8s"
 

@@ -11,9 +11,11 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import (DEPLOY_DIR, ServerProcess, checked_normalize, free_port,
-                      requests_ok, wait_for)
+from checked_normalize import checked_normalize
+from conftest import DEPLOY_DIR
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
+from metrics_text import requests_ok
+from server_process import ServerProcess, free_port, wait_for
 
 CONFIG = DEPLOY_DIR / "nginx" / "nginx.conf"
 # Bounded traffic: this many calls per phase, sequential.

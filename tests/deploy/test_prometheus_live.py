@@ -22,10 +22,13 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import DEPLOY_DIR, ServerProcess, checked_normalize, wait_for, wire
+import wire
+from checked_normalize import checked_normalize
+from conftest import DEPLOY_DIR
 from layerserve.v1 import layerserve_pb2 as pb
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
 from metric_names import DESIGN_METRICS, referenced_metrics
+from server_process import ServerProcess, wait_for
 
 OK_CALLS = 40
 BAD_CALLS = 5

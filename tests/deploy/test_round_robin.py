@@ -7,8 +7,11 @@ import json
 import grpc
 import numpy as np
 
-from conftest import SERVICE_NAME, ServerProcess, checked_normalize, requests_ok, wait_for
+from checked_normalize import checked_normalize
+from conftest import SERVICE_NAME
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
+from metrics_text import requests_ok
+from server_process import ServerProcess, wait_for
 
 CALLS = 60
 

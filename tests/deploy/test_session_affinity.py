@@ -11,10 +11,12 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import (ServerProcess, checked_normalize, metric_samples, requests_ok,
-                      wire)
+import wire
+from checked_normalize import checked_normalize
 from layerserve.v1 import layerserve_pb2 as pb
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
+from metrics_text import metric_samples, requests_ok
+from server_process import ServerProcess
 from test_nginx import Nginx
 
 HEADER = "x-layerserve-session"

@@ -18,13 +18,17 @@
 #include "common/dtype.h"
 #include "kernels/activation.h"
 #include "kernels/activation_internal.h"
+#include "kernels/baseline/activate_onednn.h"
+#include "tests/golden/golden_expect.h"
 
 namespace layerserve {
 namespace {
 
 using golden::ActivationGoldenCase;
+using golden::ExpectWithin;
+using golden::ThroughBfloat16;
 using kernels::Activation;
-using kernels::ActivationContext;
+using kernels::baseline::ActivationContext;  // The oneDNN baseline's primitives.
 
 const char kGoldenPath[] = LAYERSERVE_SOURCE_DIR "/tests/golden/activation_golden.json";
 
@@ -74,7 +78,7 @@ std::vector<float> RunElementwise(Impl impl, ActivationContext& ctx,
   const Activation act = KernelActivation(c.activation);
   const int64_t n = c.elements();
   std::vector<float> x;
-  while (static_cast<int64_t>(x.size()) < kernels::internal::kOneDnnChunk) {
+  while (static_cast<int64_t>(x.size()) < kernels::baseline::kOneDnnChunk) {
     x.insert(x.end(), c.input.begin(), c.input.end());
   }
   const int64_t total = static_cast<int64_t>(x.size());
@@ -84,21 +88,20 @@ std::vector<float> RunElementwise(Impl impl, ActivationContext& ctx,
       kernels::ActivateReference(act, x.data(), total, y.data());
       break;
     case Impl::kFast:
-      kernels::Activate(ctx, act, x.data(), n, y.data());  // The case's own size.
+      kernels::Activate(act, x.data(), n, y.data());  // The case's own size.
       break;
     case Impl::kHighway:
       kernels::internal::ActivateHighway(act, x.data(), n, y.data(), false);
       break;
     case Impl::kOneDnn:
-      kernels::internal::ActivateOneDnn(ctx, act, x.data(), total, y.data());
+      kernels::baseline::ActivateOneDnn(ctx, act, x.data(), total, y.data());
       break;
   }
   y.resize(n);
   return y;
 }
 
-std::vector<float> RunGated(Impl impl, ActivationContext& ctx,
-                            const ActivationGoldenCase& c) {
+std::vector<float> RunGated(Impl impl, const ActivationGoldenCase& c) {
   const Activation act = KernelActivation(c.activation);
   const int64_t dim = c.expected_shape.back();
   const int64_t rows = static_cast<int64_t>(c.expected.size()) / dim;
@@ -113,7 +116,7 @@ std::vector<float> RunGated(Impl impl, ActivationContext& ctx,
       break;
     case Impl::kFast:
     case Impl::kOneDnn:  // No oneDNN strategy for gated forms.
-      kernels::GatedActivate(ctx, act, gate, up, rows, dim, stride, y.data());
+      kernels::GatedActivate(act, gate, up, rows, dim, stride, y.data());
       break;
     case Impl::kHighway:
       kernels::internal::GatedActivateHighway(act, gate, up, rows, dim, stride, y.data(),
@@ -125,30 +128,7 @@ std::vector<float> RunGated(Impl impl, ActivationContext& ctx,
 
 std::vector<float> RunCase(Impl impl, ActivationContext& ctx,
                            const ActivationGoldenCase& c) {
-  return c.form == "elementwise" ? RunElementwise(impl, ctx, c) : RunGated(impl, ctx, c);
-}
-
-void ExpectWithin(const std::vector<float>& got, const std::vector<float>& expected,
-                  double tol, const std::string& what) {
-  ASSERT_EQ(got.size(), expected.size()) << what;
-  int reported = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double e = expected[i], g = got[i];
-    bool ok;
-    double limit = 0;
-    if (std::isnan(e)) {
-      ok = std::isnan(g);
-    } else if (std::isinf(e)) {
-      ok = g == e;
-    } else {
-      limit = tol * std::max(1.0, std::fabs(e));
-      ok = std::fabs(g - e) <= limit;
-    }
-    if (!ok && reported++ < 5) {
-      ADD_FAILURE() << what << " at " << i << ": got " << got[i] << " expected "
-                    << expected[i] << " limit " << limit;
-    }
-  }
+  return c.form == "elementwise" ? RunElementwise(impl, ctx, c) : RunGated(impl, c);
 }
 
 class ActivationGoldenTest : public ::testing::TestWithParam<Impl> {
@@ -161,7 +141,7 @@ TEST_P(ActivationGoldenTest, MatchesPyTorchAtFloat32Tolerance) {
   ASSERT_GE(Cases().size(), 30u);
   ActivationContext ctx;
   for (const ActivationGoldenCase& c : Cases()) {
-    // oneDNN's ReLU maps NaN to 0; Activate() never sends ReLU there.
+    // oneDNN's ReLU maps NaN to 0 (PyTorch keeps NaN).
     if (impl == Impl::kOneDnn && c.activation == "RELU") continue;
     SCOPED_TRACE(c.name + " via " + Name(impl));
     ExpectWithin(RunCase(impl, ctx, c), c.expected, golden::kActivationFloat32Tolerance,
@@ -175,14 +155,6 @@ INSTANTIATE_TEST_SUITE_P(Impls, ActivationGoldenTest,
                          [](const ::testing::TestParamInfo<Impl>& info) {
                            return std::string(Name(info.param));
                          });
-
-std::vector<float> ThroughBfloat16(const std::vector<float>& v) {
-  std::vector<uint16_t> wire(v.size());
-  ConvertFromFloat32(ElementType::kBfloat16, v.data(), v.size(), wire.data());
-  std::vector<float> back(v.size());
-  ConvertToFloat32(ElementType::kBfloat16, wire.data(), v.size(), back.data());
-  return back;
-}
 
 // Bitwise, so that NaN compares equal to NaN.
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {

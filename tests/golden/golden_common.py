@@ -1,6 +1,8 @@
 """What the golden-file generators (tests/golden/make_*_golden.py) share: rounding
-to bfloat16, writing float32 values as JSON numbers, writing the JSON, and the
-command line, whose --check mode holds the committed files to their generator.
+to bfloat16, writing float32 values as JSON numbers, seeding, the document header
+and writing the JSON, and the command line, whose --check mode holds the committed
+files to their generator. (Hugging Face's RoPE frequencies, which two generators
+use, are in hf_rope.py.)
 
 Each generator defines generate(out_dir), which writes its files (the JSON, and for
 make_block_golden.py the checkpoints under models/) below out_dir under the names
@@ -42,7 +44,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -92,6 +93,33 @@ def write_json(path, doc):
     with open(path, "w") as f:
         json.dump(doc, f, separators=(",", ":"), allow_nan=False)
         f.write("\n")
+
+
+def seeded_generator(seed):
+    """A torch.Generator of this seed, for the random inputs; torch's global
+    generator is seeded too, for any draw that does not name one."""
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def golden_doc(script, seed, sections):
+    """A golden file's document: who wrote it, with which torch and seed, then its
+    sections (a dict, in the order they are to appear)."""
+    doc = {
+        "generator": f"tests/golden/{script}",
+        "torch_version": torch.__version__,
+        "seed": seed,
+    }
+    doc.update(sections)
+    return doc
+
+
+def write_golden(out_dir, name, doc):
+    """Writes doc as out_dir/name and says so, with the length of each list in it."""
+    out = os.path.join(out_dir, name)
+    write_json(out, doc)
+    counts = ", ".join(f"{len(v)} {k}" for k, v in doc.items() if isinstance(v, list))
+    print(f"wrote {out}: {counts}, {os.path.getsize(out)} bytes")
 
 
 # ---------------------------------------------------------------------------------

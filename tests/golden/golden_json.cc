@@ -2,10 +2,25 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <stdexcept>
 
 namespace layerserve::golden {
+
+void ForEachCase(const std::string& path,
+                 const std::function<void(const nlohmann::json&)>& on_case) {
+  std::ifstream file(path);
+  if (!file) throw std::runtime_error("cannot open " + path);
+  try {
+    const nlohmann::json doc = nlohmann::json::parse(file);
+    for (const auto& j : doc.at("cases")) on_case(j);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+}
 
 float Float(const nlohmann::json& v) {
   if (v.is_number()) return static_cast<float>(v.get<double>());

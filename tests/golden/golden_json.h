@@ -1,16 +1,24 @@
-// What every golden-file loader needs from nlohmann::json: float32 values written
-// by the generators (numbers as double rounded to float32, which gives back the
-// exact float32 each generator wrote; "nan", "inf", "-inf" as strings), shapes, and
-// size checks that name the case. Errors throw std::runtime_error.
+// What every golden-file loader needs from nlohmann::json: the file's cases, float32
+// values written by the generators (numbers as double rounded to float32, which
+// gives back the exact float32 each generator wrote; "nan", "inf", "-inf" as
+// strings), shapes, and size checks that name the case. Errors throw
+// std::runtime_error.
 #ifndef LAYERSERVE_TESTS_GOLDEN_GOLDEN_JSON_H_
 #define LAYERSERVE_TESTS_GOLDEN_GOLDEN_JSON_H_
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 namespace layerserve::golden {
+
+// Calls on_case with each entry of the "cases" of the golden file at `path`, in
+// order. Every error (the file cannot be opened, bad JSON, a missing key, a check
+// failed in on_case) throws std::runtime_error prefixed with the path.
+void ForEachCase(const std::string& path,
+                 const std::function<void(const nlohmann::json&)>& on_case);
 
 float Float(const nlohmann::json& value);
 // Empty for null.

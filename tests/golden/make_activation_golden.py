@@ -56,13 +56,12 @@ every number before writing. Non-finite values are the strings "nan", "inf" and
 """
 
 import math
-import os
 
 import torch
 import torch.nn.functional as F
 
 import golden_common
-from golden_common import bf16_exact, floats, write_json
+from golden_common import bf16_exact, floats, golden_doc, seeded_generator, write_golden
 
 SEED = 20240612
 OUT = "activation_golden.json"
@@ -164,17 +163,10 @@ def gated_cases(gen):
 
 
 def generate(out_dir):
-    torch.manual_seed(SEED)
-    gen = torch.Generator().manual_seed(SEED)
-    doc = {
-        "generator": "tests/golden/make_activation_golden.py",
-        "torch_version": torch.__version__,
-        "seed": SEED,
-        "cases": elementwise_cases(gen) + gated_cases(gen),
-    }
-    out = os.path.join(out_dir, OUT)
-    write_json(out, doc)
-    print(f"wrote {out}: {len(doc['cases'])} cases, {os.path.getsize(out)} bytes")
+    gen = seeded_generator(SEED)
+    cases = elementwise_cases(gen) + gated_cases(gen)
+    write_golden(out_dir, OUT,
+                 golden_doc("make_activation_golden.py", SEED, {"cases": cases}))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ q, k, v and o); GemmaRMSNorm (x * rsqrt(mean(x^2) + eps) * (1 + w)) and GemmaMLP
 Conv1D (weight [in, out], addmm) / GPT2MLP with NewGELUActivation ("gelu_new");
 GPTNeoXLayer / GPTNeoXAttention (fused query_key_value viewed [.., H, 3 * Dh], partial
 rotary on the first int(Dh * rotary_pct) dims, baddbmm with alpha = Dh^-0.5,
-use_parallel_residual). RoPE frequencies follow modeling_rope_utils.py
+use_parallel_residual). RoPE frequencies (hf_rope.py) follow modeling_rope_utils.py
 (_compute_default_rope_parameters, _compute_linear_scaling_rope_parameters,
 _compute_yarn_parameters with original_max_position_embeddings taken from
 rope_scaling and the default attention factor 0.1 ln(factor) + 1,
@@ -104,7 +104,10 @@ import numpy as np
 import torch
 
 import golden_common
-from golden_common import bf16_exact, floats, short_float, write_json
+from golden_common import bf16_exact, floats, golden_doc, short_float, write_json
+from hf_rope import (_compute_default_rope_parameters,
+                     _compute_linear_scaling_rope_parameters, _compute_llama3_parameters,
+                     _compute_yarn_parameters)
 
 SEED = 20250311
 MODELS_SUBDIR = "models"  # The checkpoints' directory, next to the JSON.
@@ -158,67 +161,6 @@ ACT2FN = {
     "gelu_pytorch_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
     "gelu_new": new_gelu,
 }
-
-
-def _compute_default_rope_parameters(base, dim):
-    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
-    return inv_freq, 1.0
-
-
-def _compute_linear_scaling_rope_parameters(base, dim, factor):
-    inv_freq, attention_factor = _compute_default_rope_parameters(base, dim)
-    inv_freq /= factor
-    return inv_freq, attention_factor
-
-
-def _compute_yarn_parameters(base, dim, factor, original_max_position_embeddings,
-                             beta_fast=None, beta_slow=None, attention_factor=None):
-    if attention_factor is None:
-        # get_mscale(factor) for factor > 1.
-        attention_factor = 0.1 * math.log(factor) + 1.0
-    beta_fast = beta_fast or 32
-    beta_slow = beta_slow or 1
-
-    def find_correction_dim(num_rotations, dim, base, max_position_embeddings):
-        return (dim * math.log(max_position_embeddings / (num_rotations * 2 * math.pi))) / (
-            2 * math.log(base))
-
-    def find_correction_range(low_rot, high_rot, dim, base, max_position_embeddings):
-        low = math.floor(find_correction_dim(low_rot, dim, base, max_position_embeddings))
-        high = math.ceil(find_correction_dim(high_rot, dim, base, max_position_embeddings))
-        return max(low, 0), min(high, dim - 1)
-
-    def linear_ramp_factor(min, max, dim):
-        if min == max:
-            max += 0.001
-        linear_func = (torch.arange(dim, dtype=torch.float32) - min) / (max - min)
-        return torch.clamp(linear_func, 0, 1)
-
-    pos_freqs = base ** (torch.arange(0, dim, 2).float() / dim)
-    inv_freq_extrapolation = 1.0 / pos_freqs
-    inv_freq_interpolation = 1.0 / (factor * pos_freqs)
-    low, high = find_correction_range(beta_fast, beta_slow, dim, base,
-                                      original_max_position_embeddings)
-    inv_freq_extrapolation_factor = 1 - linear_ramp_factor(low, high, dim // 2).float()
-    inv_freq = (inv_freq_interpolation * (1 - inv_freq_extrapolation_factor)
-                + inv_freq_extrapolation * inv_freq_extrapolation_factor)
-    return inv_freq, attention_factor
-
-
-def _compute_llama3_parameters(base, dim, factor, old_context_len, low_freq_factor,
-                               high_freq_factor):
-    inv_freq, attention_factor = _compute_default_rope_parameters(base, dim)
-    low_freq_wavelen = old_context_len / low_freq_factor
-    high_freq_wavelen = old_context_len / high_freq_factor
-    wavelen = 2 * math.pi / inv_freq
-    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
-    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (
-        high_freq_factor - low_freq_factor)
-    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor \
-        + smooth_factor * inv_freq_llama
-    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
-    inv_freq_llama = torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
-    return inv_freq_llama, attention_factor
 
 
 def rope_parameters(config, dim):
@@ -892,16 +834,13 @@ def generate(out_dir):
         models[name] = {"dir": name, "storage": storage, "sharded": sharded,
                         "prefix": layer_prefix, "config": cfg, "info": expected_info(cfg)}
         cases.extend(make_cases(name, cfg, layers))
-    golden = {
-        "generator": "tests/golden/make_block_golden.py",
-        "torch_version": torch.__version__,
-        "seed": SEED,
+    golden = golden_doc("make_block_golden.py", SEED, {
         "tolerance": {"float32_weights": 1e-4, "bfloat16_weights": 3e-2,
                       "bfloat16_wire_extra": 2.0 ** -8,
                       "entropy_float32_weights": 1e-5, "entropy_bfloat16_weights": 1e-2},
         "models": models,
         "cases": cases,
-    }
+    })
     out = os.path.join(out_dir, OUT)
     write_json(out, golden)
     total = sum(os.path.getsize(os.path.join(d, f))

@@ -39,13 +39,13 @@ every number before writing. Non-finite values are the strings "nan", "inf" and
 Arrays are flat, row-major; shape's last entry is the normalized dimension.
 """
 
-import os
 
 import torch
 import torch.nn.functional as F
 
 import golden_common
-from golden_common import bf16_exact, floats, short_float, write_json
+from golden_common import (bf16_exact, floats, golden_doc, seeded_generator, short_float,
+                           write_golden)
 
 SEED = 20240611
 OUT = "norm_golden.json"
@@ -160,17 +160,9 @@ def make_case(gen, name, kind, shape, eps, weight_mode, has_bias, has_residual):
 
 
 def generate(out_dir):
-    torch.manual_seed(SEED)
-    gen = torch.Generator().manual_seed(SEED)
-    doc = {
-        "generator": "tests/golden/make_norm_golden.py",
-        "torch_version": torch.__version__,
-        "seed": SEED,
-        "cases": [make_case(gen, *c) for c in CASES],
-    }
-    out = os.path.join(out_dir, OUT)
-    write_json(out, doc)
-    print(f"wrote {out}: {len(doc['cases'])} cases, {os.path.getsize(out)} bytes")
+    gen = seeded_generator(SEED)
+    cases = [make_case(gen, *c) for c in CASES]
+    write_golden(out_dir, OUT, golden_doc("make_norm_golden.py", SEED, {"cases": cases}))
 
 
 if __name__ == "__main__":

@@ -50,13 +50,12 @@ float32 values; the script checks every one. Arrays are flat, row-major.
 
 import functools
 import math
-import os
 
 import numpy as np
 import torch
 
 import golden_common
-from golden_common import bf16_exact, write_json
+from golden_common import bf16_exact, golden_doc, seeded_generator, write_golden
 
 SEED = 20240612
 OUT = "positional_golden.json"
@@ -366,23 +365,16 @@ def make_bucket_list(num_buckets, max_distance, bidirectional):
 
 
 def generate(out_dir):
-    torch.manual_seed(SEED)
-    gen = torch.Generator().manual_seed(SEED)
+    gen = seeded_generator(SEED)
     report_sinusoidal_spread()
-    doc = {
-        "generator": "tests/golden/make_positional_golden.py",
-        "torch_version": torch.__version__,
-        "seed": SEED,
+    sections = {
         "sinusoidal": [make_sinusoidal(gen, *c) for c in SINUSOIDAL_CASES],
         "learned": [make_learned(gen, *c) for c in LEARNED_CASES],
         "alibi": [make_alibi(gen, *c) for c in ALIBI_CASES],
         "t5_bias": [make_t5(gen, *c) for c in T5_CASES],
         "t5_buckets": [make_bucket_list(*c) for c in T5_BUCKET_CONFIGS],
     }
-    out = os.path.join(out_dir, OUT)
-    write_json(out, doc)
-    counts = {k: len(v) for k, v in doc.items() if isinstance(v, list)}
-    print(f"wrote {out}: {counts}, {os.path.getsize(out)} bytes")
+    write_golden(out_dir, OUT, golden_doc("make_positional_golden.py", SEED, sections))
 
 
 if __name__ == "__main__":

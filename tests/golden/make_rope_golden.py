@@ -9,7 +9,9 @@ The output is committed; rerun only when the cases change. Seeded, so a rerun wi
 the same torch gives the same file; --check regenerates it in a temporary directory
 and fails unless it equals the committed one (golden_common.py; ctest runs it as
 golden_check_rope). transformers itself is not installed: the HF
-functions are written out below in the same torch ops, each under HF's name.
+functions are written out in the same torch ops, each under HF's name (the
+frequency functions in hf_rope.py, shared with make_block_golden.py; the rest
+below).
 
 What is computed (float32 throughout, as HF's LlamaRotaryEmbedding, which runs its
 frequency math in float32 even under autocast):
@@ -59,92 +61,22 @@ Arrays are flat, row-major in the case's layout. null scaling fields mean "not s
 (the defaults apply).
 """
 
-import math
-import os
-
 import torch
 
 import golden_common
-from golden_common import bf16_exact, floats, short_float, write_json
+from golden_common import (bf16_exact, floats, golden_doc, seeded_generator, short_float,
+                           write_golden)
+from hf_rope import (_compute_default_rope_parameters, _compute_dynamic_ntk_parameters,
+                     _compute_linear_scaling_rope_parameters, _compute_llama3_parameters,
+                     _compute_yarn_parameters)
 
 SEED = 20240612
 OUT = "rope_golden.json"
 
 
 # ---------------------------------------------------------------------------------
-# Hugging Face's frequency functions (modeling_rope_utils.py), same torch ops.
+# Hugging Face's frequency functions (modeling_rope_utils.py: hf_rope.py) by type.
 # ---------------------------------------------------------------------------------
-
-
-def _compute_default_rope_parameters(base, dim):
-    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
-    return inv_freq, 1.0
-
-
-def _compute_linear_scaling_rope_parameters(base, dim, factor):
-    inv_freq, attention_factor = _compute_default_rope_parameters(base, dim)
-    inv_freq /= factor
-    return inv_freq, attention_factor
-
-
-def _compute_dynamic_ntk_parameters(base, dim, factor, max_position_embeddings, seq_len):
-    seq_len = seq_len if seq_len is not None and seq_len > max_position_embeddings \
-        else max_position_embeddings
-    base = base * ((factor * seq_len / max_position_embeddings) - (factor - 1)) ** (
-        dim / (dim - 2))
-    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
-    return inv_freq, 1.0
-
-
-def _compute_yarn_parameters(base, dim, factor, max_position_embeddings, beta_fast,
-                             beta_slow, attention_factor):
-    if attention_factor is None:
-        attention_factor = 0.1 * math.log(factor) + 1.0
-    beta_fast = beta_fast or 32
-    beta_slow = beta_slow or 1
-
-    def find_correction_dim(num_rotations, dim, base, max_position_embeddings):
-        return (dim * math.log(max_position_embeddings / (num_rotations * 2 * math.pi))) / (
-            2 * math.log(base))
-
-    def find_correction_range(low_rot, high_rot, dim, base, max_position_embeddings):
-        low = math.floor(find_correction_dim(low_rot, dim, base, max_position_embeddings))
-        high = math.ceil(find_correction_dim(high_rot, dim, base, max_position_embeddings))
-        return max(low, 0), min(high, dim - 1)
-
-    def linear_ramp_factor(min, max, dim):
-        if min == max:
-            max += 0.001  # Prevent singularity
-        linear_func = (torch.arange(dim, dtype=torch.float32) - min) / (max - min)
-        return torch.clamp(linear_func, 0, 1)
-
-    pos_freqs = base ** (torch.arange(0, dim, 2).float() / dim)
-    inv_freq_extrapolation = 1.0 / pos_freqs
-    inv_freq_interpolation = 1.0 / (factor * pos_freqs)
-    low, high = find_correction_range(beta_fast, beta_slow, dim, base,
-                                      max_position_embeddings)
-    inv_freq_extrapolation_factor = 1 - linear_ramp_factor(low, high, dim // 2).float()
-    inv_freq = (inv_freq_interpolation * (1 - inv_freq_extrapolation_factor)
-                + inv_freq_extrapolation * inv_freq_extrapolation_factor)
-    return inv_freq, attention_factor
-
-
-def _compute_llama3_parameters(base, dim, factor, old_context_len, low_freq_factor,
-                               high_freq_factor):
-    inv_freq, attention_factor = _compute_default_rope_parameters(base, dim)
-    low_freq_factor = 1.0 if low_freq_factor is None else low_freq_factor
-    high_freq_factor = 4.0 if high_freq_factor is None else high_freq_factor
-    low_freq_wavelen = old_context_len / low_freq_factor
-    high_freq_wavelen = old_context_len / high_freq_factor
-    wavelen = 2 * math.pi / inv_freq
-    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
-    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (
-        high_freq_factor - low_freq_factor)
-    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor \
-        + smooth_factor * inv_freq_llama
-    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
-    inv_freq_llama = torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
-    return inv_freq_llama, attention_factor
 
 
 def rope_parameters(theta, dim, s, seq_len):
@@ -331,18 +263,10 @@ def make_case(gen, name, style, layout, dims, theta, rotary_dim, s, offset, posi
 
 
 def generate(out_dir):
-    torch.manual_seed(SEED)
     torch.set_num_threads(1)
-    gen = torch.Generator().manual_seed(SEED)
-    doc = {
-        "generator": "tests/golden/make_rope_golden.py",
-        "torch_version": torch.__version__,
-        "seed": SEED,
-        "cases": [make_case(gen, *c) for c in CASES],
-    }
-    out = os.path.join(out_dir, OUT)
-    write_json(out, doc)
-    print(f"wrote {out}: {len(doc['cases'])} cases, {os.path.getsize(out)} bytes")
+    gen = seeded_generator(SEED)
+    cases = [make_case(gen, *c) for c in CASES]
+    write_golden(out_dir, OUT, golden_doc("make_rope_golden.py", SEED, {"cases": cases}))
 
 
 if __name__ == "__main__":

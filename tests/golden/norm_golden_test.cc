@@ -15,16 +15,19 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "kernels/baseline/layer_norm_onednn.h"
 #include "kernels/norm.h"
 #include "kernels/norm_internal.h"
+#include "tests/golden/golden_expect.h"
 #include "tests/golden/golden_json.h"
 
 namespace layerserve {
 namespace {
 
 using golden::NormGoldenCase;
-using kernels::NormContext;
+using golden::ThroughBfloat16;
 using kernels::NormParams;
+using kernels::baseline::NormContext;  // The oneDNN baseline's primitives.
 
 const char kGoldenPath[] = LAYERSERVE_SOURCE_DIR "/tests/golden/norm_golden.json";
 
@@ -76,11 +79,11 @@ Result RunCase(Impl impl, NormContext& ctx, const NormGoldenCase& c) {
          : kernels::RmsNormReference(x, rows, dim, p, r.y.data());
       break;
     case Impl::kFast:
-      ln ? kernels::LayerNorm(ctx, x, rows, dim, p, r.y.data())
-         : kernels::RmsNorm(ctx, x, rows, dim, p, r.y.data());
+      ln ? kernels::LayerNorm(x, rows, dim, p, r.y.data())
+         : kernels::RmsNorm(x, rows, dim, p, r.y.data());
       break;
     case Impl::kLayerNormOneDnn:
-      kernels::internal::LayerNormOneDnn(ctx, x, rows, dim, p, r.y.data());
+      kernels::baseline::LayerNormOneDnn(ctx, x, rows, dim, p, r.y.data());
       break;
     case Impl::kLayerNormLoop:
       kernels::internal::LayerNormLoop(x, rows, dim, p, r.y.data());
@@ -152,14 +155,6 @@ INSTANTIATE_TEST_SUITE_P(Impls, NormGoldenTest,
                          [](const ::testing::TestParamInfo<Impl>& info) {
                            return std::string(Name(info.param));
                          });
-
-std::vector<float> ThroughBfloat16(const std::vector<float>& v) {
-  std::vector<uint16_t> wire(v.size());
-  ConvertFromFloat32(ElementType::kBfloat16, v.data(), v.size(), wire.data());
-  std::vector<float> back(v.size());
-  ConvertToFloat32(ElementType::kBfloat16, wire.data(), v.size(), back.data());
-  return back;
-}
 
 TEST(NormGoldenBfloat16Test, InputsAreExactInBfloat16AndOutputsWithinTolerance) {
   NormContext ctx;

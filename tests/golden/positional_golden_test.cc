@@ -15,9 +15,14 @@
 
 #include "common/dtype.h"
 #include "kernels/positional.h"
+#include "tests/golden/golden_expect.h"
 
 namespace layerserve::kernels {
 namespace {
+
+using golden::ExpectWithin;
+using golden::Floats;
+using golden::ThroughBfloat16;
 
 constexpr double kFloat32Tolerance = 1e-5;
 constexpr double kBfloat16Tolerance = 2e-2;
@@ -30,35 +35,6 @@ const nlohmann::json& Golden() {
     return new nlohmann::json(nlohmann::json::parse(file));
   }();
   return *doc;
-}
-
-std::vector<float> Floats(const nlohmann::json& j) {
-  std::vector<float> out;
-  if (j.is_null()) return out;
-  for (const auto& v : j) out.push_back(static_cast<float>(v.get<double>()));
-  return out;
-}
-
-std::vector<float> ThroughBfloat16(const std::vector<float>& v) {
-  std::vector<uint16_t> wire(v.size());
-  ConvertFromFloat32(ElementType::kBfloat16, v.data(), v.size(), wire.data());
-  std::vector<float> back(v.size());
-  ConvertToFloat32(ElementType::kBfloat16, wire.data(), v.size(), back.data());
-  return back;
-}
-
-void ExpectWithin(const std::vector<float>& got, const std::vector<float>& want,
-                  double tol, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int reported = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double limit = tol * std::max(1.0, std::fabs(static_cast<double>(want[i])));
-    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
-    if (!(err <= limit) && reported++ < 5) {
-      ADD_FAILURE() << what << " at " << i << ": got " << got[i] << " want " << want[i]
-                    << " err " << err << " limit " << limit;
-    }
-  }
 }
 
 // Checks a kernel output at the FLOAT32 tolerance, and once rounded to bfloat16 at

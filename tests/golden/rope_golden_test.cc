@@ -17,11 +17,14 @@
 
 #include "common/dtype.h"
 #include "kernels/rope.h"
+#include "tests/golden/golden_expect.h"
 
 namespace layerserve {
 namespace {
 
+using golden::ExpectWithin;
 using golden::RopeGoldenCase;
+using golden::ThroughBfloat16;
 using kernels::RopeScalingType;
 using kernels::RopeStyle;
 
@@ -101,20 +104,6 @@ TEST(RopeGoldenFrequencyTest, EveryScalingMatchesPyTorchWithinUlps) {
   EXPECT_GE(identical * 10, total * 9) << identical << " of " << total;
 }
 
-void ExpectWithin(const std::vector<float>& got, const std::vector<float>& expected,
-                  double tol, const std::string& what) {
-  ASSERT_EQ(got.size(), expected.size()) << what;
-  int reported = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double limit = tol * std::max(1.0, std::fabs(static_cast<double>(expected[i])));
-    const double err = std::fabs(static_cast<double>(got[i]) - expected[i]);
-    if (!(err <= limit) && reported++ < 5) {
-      ADD_FAILURE() << what << " at " << i << ": got " << got[i] << " expected "
-                    << expected[i] << " err " << err << " limit " << limit;
-    }
-  }
-}
-
 struct Rotated {
   std::vector<float> query, key;
 };
@@ -165,14 +154,6 @@ INSTANTIATE_TEST_SUITE_P(Impls, RopeGoldenRotationTest, ::testing::Values(false,
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return std::string(info.param ? "Fast" : "Reference");
                          });
-
-std::vector<float> ThroughBfloat16(const std::vector<float>& v) {
-  std::vector<uint16_t> wire(v.size());
-  ConvertFromFloat32(ElementType::kBfloat16, v.data(), v.size(), wire.data());
-  std::vector<float> back(v.size());
-  ConvertToFloat32(ElementType::kBfloat16, wire.data(), v.size(), back.data());
-  return back;
-}
 
 TEST(RopeGoldenBfloat16Test, InputsAreExactInBfloat16AndOutputsWithinTolerance) {
   for (const RopeGoldenCase& c : Cases()) {

@@ -11,10 +11,10 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import SOURCE_DIR
 from layerserve.v1 import layerserve_pb2 as pb
-from wire import WIRE, array_tensor, values
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
+from server_process import SOURCE_DIR
+from wire import WIRE, array_tensor, values
 
 GOLDEN = os.path.join(SOURCE_DIR, "tests", "golden", "activation_golden.json")
 # make_activation_golden.py: |got - want| <= tol * max(1, |want|); NaN is NaN and an

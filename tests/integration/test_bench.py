@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import CLI
+from server_process import CLI
 
 BENCH = os.environ.get("LAYERSERVE_BENCH",
                        os.path.join(os.path.dirname(CLI), "layerserve-bench"))

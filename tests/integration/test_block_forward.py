@@ -12,10 +12,10 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import SOURCE_DIR, ServerProcess
 from layerserve.v1 import layerserve_pb2 as pb
-from wire import WIRE, tensor, values
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
+from server_process import SOURCE_DIR, ServerProcess
+from wire import WIRE, tensor, values
 
 GOLDEN = os.path.join(SOURCE_DIR, "tests", "golden", "block_golden.json")
 MODELS = os.path.join(SOURCE_DIR, "tests", "golden", "models")

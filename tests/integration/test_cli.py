@@ -15,7 +15,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import CLI, SOURCE_DIR, ServerProcess, run_cli
+from server_process import CLI, SOURCE_DIR, ServerProcess, run_cli
 
 RNG = np.random.default_rng(11)
 

@@ -19,8 +19,9 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import parse_samples, started, stop, wait_for
 from layerserve.v1 import layerserve_pb2 as pb
+from metrics_text import parse_samples
+from server_process import started, stop, wait_for
 from wire import array_tensor, values
 
 DEMO_HIDDEN = 512

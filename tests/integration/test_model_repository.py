@@ -11,9 +11,9 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import SOURCE_DIR, ServerProcess
 from layerserve.v1 import layerserve_pb2 as pb
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
+from server_process import SOURCE_DIR, ServerProcess
 
 GOLDEN_DIR = os.path.join(SOURCE_DIR, "tests", "golden")
 GOOD = "tiny-mistral"  # Single F32 file, names without a prefix ("layers.0...."), D 40.

@@ -8,8 +8,8 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import SOURCE_DIR
 from layerserve.v1 import layerserve_pb2 as pb
+from server_process import SOURCE_DIR
 from wire import WIRE, tensor, values
 
 GOLDEN = os.path.join(SOURCE_DIR, "tests", "golden", "positional_golden.json")

@@ -13,11 +13,11 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import CLI, SERVER, ServerProcess
 from grpc_std import health_pb2, health_pb2_grpc
 from grpc_std import reflection_pb2, reflection_pb2_grpc
 from layerserve.v1 import layerserve_pb2 as pb
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
+from server_process import CLI, SERVER, ServerProcess
 from wire import array_tensor, values
 
 TOKENS = ["s3cret-token-one-0123456789abcdef", "s3cret-token-two-fedcba9876543210"]

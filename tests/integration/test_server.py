@@ -11,9 +11,10 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import CLI, SERVER, SOURCE_DIR, parse_samples, run_cli
 from grpc_std import health_pb2, health_pb2_grpc
 from grpc_std import reflection_pb2, reflection_pb2_grpc
+from metrics_text import parse_samples
+from server_process import CLI, SERVER, SOURCE_DIR, run_cli
 
 SERVICE = "layerserve.v1.LayerService"
 

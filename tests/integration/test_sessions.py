@@ -12,8 +12,8 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import SOURCE_DIR, started, stop, wait_for
 from layerserve.v1 import layerserve_pb2 as pb
+from server_process import SOURCE_DIR, started, stop, wait_for
 from wire import array_tensor, values
 
 MODELS = os.path.join(SOURCE_DIR, "tests", "golden", "models")

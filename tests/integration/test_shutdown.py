@@ -9,8 +9,8 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import CLI, ServerProcess, wait_for
 from grpc_std import health_pb2, health_pb2_grpc
+from server_process import CLI, ServerProcess, wait_for
 
 # Large enough (32 MiB) that calls queue up behind one compute thread.
 ROWS, DIM = 2048, 4096

@@ -1,11 +1,13 @@
 // Holds the fast activation kernels (kernels/activation.h) to their scalar
 // references: every strategy (the dispatching Activate / GatedActivate, the Highway
 // loops with plain and streaming stores -- the plain ones on every Highway target
-// this CPU runs --, oneDNN eltwise) for every activation, on
+// this CPU runs --, the oneDNN eltwise baseline of kernels/baseline/) for every
+// activation, on
 // D in {1, 7, 64, 4096, 4097} x T in {1, 3, 512}, aligned and misaligned by one
 // element, in place; then magnitudes near 1e4 and 1e20, NaN and +-Inf, a dense
 // sweep over all float32 magnitudes (GELU's tail above all), PyTorch's
-// values at the extremes, the primitive cache and per-thread contexts.
+// values at the extremes, the oneDNN baseline's primitive cache and per-thread
+// contexts.
 //
 // Tolerance, element-wise: |fast - ref| <= 8 eps32 max(1, |ref|), eps32 = 2^-23.
 // The reference is the formula in double rounded once, so this bounds the fast
@@ -43,10 +45,19 @@
 
 #include "hwy/targets.h"
 #include "kernels/activation_internal.h"
+#include "kernels/baseline/activate_onednn.h"
+#include "tests/testing/highway_target_scope.h"
 #include "tests/testing/output_stats.h"
 
 namespace layerserve::kernels {
 namespace {
+
+using testing::TargetScope;
+
+// The fast kernels keep no state; only the oneDNN baseline caches primitives.
+using baseline::ActivationContext;
+using baseline::kOneDnnChunk;
+using baseline::kOneDnnSmallChunk;
 
 constexpr double kEps32 = std::numeric_limits<float>::epsilon();
 constexpr double kUlps = 8;
@@ -92,8 +103,8 @@ const char* Name(Strategy s) {
   return "?";
 }
 
-// oneDNN's eltwise ReLU maps NaN to 0 (PyTorch keeps NaN), so Activate() never
-// sends ReLU to oneDNN and the oneDNN strategy is not held to PyTorch for it.
+// oneDNN's eltwise ReLU maps NaN to 0 (PyTorch keeps NaN), so the oneDNN baseline
+// is not held to PyTorch for ReLU.
 bool Applies(Strategy s, Activation act) {
   return !(s == Strategy::kOneDnn && act == Activation::kRelu);
 }
@@ -123,7 +134,7 @@ void RunUnaryOnce(Strategy s, ActivationContext& ctx, Activation act, const floa
                   int64_t n, float* y, ValueStats* stats, bool* inputs_finite) {
   switch (s) {
     case Strategy::kFast:
-      return Activate(ctx, act, x, n, y, stats, inputs_finite);
+      return Activate(act, x, n, y, stats, inputs_finite);
     case Strategy::kHighway:
       return internal::ActivateHighway(act, x, n, y, /*stream=*/false, stats,
                                        inputs_finite);
@@ -131,7 +142,7 @@ void RunUnaryOnce(Strategy s, ActivationContext& ctx, Activation act, const floa
       return internal::ActivateHighway(act, x, n, y, /*stream=*/true, stats,
                                        inputs_finite);
     case Strategy::kOneDnn:
-      return internal::ActivateOneDnn(ctx, act, x, n, y);
+      return baseline::ActivateOneDnn(ctx, act, x, n, y);
   }
 }
 
@@ -149,14 +160,13 @@ void RunUnary(Strategy s, ActivationContext& ctx, Activation act, const float* x
 }
 
 // Gated kernels have no oneDNN strategy: kOneDnn is not used with them.
-void RunGated(Strategy s, ActivationContext& ctx, Activation act, const float* gate,
-              const float* up, int64_t rows, int64_t dim, int64_t stride, float* y) {
+void RunGated(Strategy s, Activation act, const float* gate, const float* up,
+              int64_t rows, int64_t dim, int64_t stride, float* y) {
   const auto run = [&](float* out, ValueStats* stats, bool* inputs_finite) {
     switch (s) {
       case Strategy::kFast:
       case Strategy::kOneDnn:
-        return GatedActivate(ctx, act, gate, up, rows, dim, stride, out, stats,
-                             inputs_finite);
+        return GatedActivate(act, gate, up, rows, dim, stride, out, stats, inputs_finite);
       case Strategy::kHighway:
         return internal::GatedActivateHighway(act, gate, up, rows, dim, stride, out,
                                               false, stats, inputs_finite);
@@ -250,17 +260,6 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   return name;
 }
 
-// Restricts Highway's dispatch to one target while alive (0: no restriction).
-class TargetScope {
- public:
-  explicit TargetScope(int64_t target) {
-    if (target != 0) hwy::SetSupportedTargetsForTest(target);
-  }
-  ~TargetScope() { hwy::SetSupportedTargetsForTest(0); }
-  TargetScope(const TargetScope&) = delete;
-  TargetScope& operator=(const TargetScope&) = delete;
-};
-
 // The plain Highway loops on every target the CPU supports and this binary was
 // compiled for; the other strategies (whose Highway part is the same code) on
 // the best one.
@@ -351,8 +350,7 @@ TEST_P(UnaryTest, MagnitudesNear1e4And1e20) {
 TEST_P(UnaryTest, NanAndInfinity) {
   // The last two sizes run oneDNN's large and small chunks and a Highway tail.
   for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{4097},
-                    3 * internal::kOneDnnChunk + 5,
-                    internal::kOneDnnChunk + 2 * internal::kOneDnnSmallChunk + 3}) {
+                    3 * kOneDnnChunk + 5, kOneDnnChunk + 2 * kOneDnnSmallChunk + 3}) {
     std::vector<float> x = RandomValues(1, n, 5);
     const float specials[] = {kNan, kInf, -kInf, std::numeric_limits<float>::max(),
                               -std::numeric_limits<float>::max()};
@@ -384,11 +382,11 @@ class GatedTest : public ::testing::TestWithParam<Case> {
     std::vector<float> g(n + offset), u(n + offset), y(n + offset);
     std::copy(gate.begin(), gate.end(), g.begin() + offset);
     std::copy(up.begin(), up.end(), u.begin() + offset);
-    RunGated(c.strategy, ctx_, c.act, g.data() + offset, u.data() + offset, rows, dim,
-             dim, y.data() + offset);
+    RunGated(c.strategy, c.act, g.data() + offset, u.data() + offset, rows, dim, dim,
+             y.data() + offset);
     ExpectClose(y.data() + offset, ref.data(), up.data(), n, what + " two tensors");
-    RunGated(c.strategy, ctx_, c.act, g.data() + offset, u.data() + offset, rows, dim,
-             dim, g.data() + offset);
+    RunGated(c.strategy, c.act, g.data() + offset, u.data() + offset, rows, dim, dim,
+             g.data() + offset);
     ExpectClose(g.data() + offset, ref.data(), up.data(), n,
                 what + " two tensors in place");
 
@@ -401,17 +399,16 @@ class GatedTest : public ::testing::TestWithParam<Case> {
                 packed.begin() + offset + 2 * r * dim + dim);
     }
     const float* p = packed.data() + offset;
-    RunGated(c.strategy, ctx_, c.act, p, p + dim, rows, dim, 2 * dim, y.data() + offset);
+    RunGated(c.strategy, c.act, p, p + dim, rows, dim, 2 * dim, y.data() + offset);
     ExpectClose(y.data() + offset, ref.data(), up.data(), n, what + " packed");
     // In place over the packed buffer: y == gate of row 0; row r's output lands
     // before row r's inputs, so nothing unread is overwritten.
     float* q = packed.data() + offset;
-    RunGated(c.strategy, ctx_, c.act, q, q + dim, rows, dim, 2 * dim, q);
+    RunGated(c.strategy, c.act, q, q + dim, rows, dim, 2 * dim, q);
     ExpectClose(q, ref.data(), up.data(), n, what + " packed in place");
   }
 
   const TargetScope target_;
-  ActivationContext ctx_;
 };
 
 TEST_P(GatedTest, MatchesReferenceOnEveryShapeAlignedAndMisaligned) {
@@ -572,7 +569,7 @@ TEST(ActivationTest, PyTorchValuesAtTheExtremes) {
       if (!Applies(s, t.act)) continue;
       // A full oneDNN chunk of x, so that the oneDNN strategy computes it itself.
       // y holds the one-element call at 0 and the full call from 1 on.
-      std::vector<float> x(internal::kOneDnnChunk, t.x), y(x.size() + 1), ref(x.size());
+      std::vector<float> x(kOneDnnChunk, t.x), y(x.size() + 1), ref(x.size());
       RunUnary(s, ctx, t.act, x.data(), 1, y.data());
       RunUnary(s, ctx, t.act, x.data(), static_cast<int64_t>(x.size()), y.data() + 1);
       ActivateReference(t.act, x.data(), 1, ref.data());
@@ -595,7 +592,7 @@ TEST(ActivationTest, SubnormalInputsAreNotFlushed) {
   const float tiny = std::numeric_limits<float>::denorm_min() * 64;
   ActivationContext ctx;
   for (Strategy s : {Strategy::kFast, Strategy::kHighway, Strategy::kOneDnn}) {
-    std::vector<float> x(internal::kOneDnnChunk, tiny), y(x.size());
+    std::vector<float> x(kOneDnnChunk, tiny), y(x.size());
     RunUnary(s, ctx, Activation::kTanh, x.data(), x.size(), y.data());
     EXPECT_EQ(y[0], tiny) << Name(s);
     RunUnary(s, ctx, Activation::kGelu, x.data(), x.size(), y.data());
@@ -609,12 +606,11 @@ TEST(ActivationTest, SubnormalInputsAreNotFlushed) {
 }
 
 TEST(ActivationTest, EmptyInputsWriteNothing) {
-  ActivationContext ctx;
   float y = 42;
   const float x = 1;
-  Activate(ctx, Activation::kSilu, &x, 0, &y);
-  GatedActivate(ctx, Activation::kSilu, &x, &x, 0, 5, 5, &y);
-  GatedActivate(ctx, Activation::kSilu, &x, &x, 5, 0, 0, &y);
+  Activate(Activation::kSilu, &x, 0, &y);
+  GatedActivate(Activation::kSilu, &x, &x, 0, 5, 5, &y);
+  GatedActivate(Activation::kSilu, &x, &x, 5, 0, 0, &y);
   EXPECT_EQ(y, 42);
 }
 
@@ -623,35 +619,34 @@ TEST(ActivationDispatchTest, StreamingStoresOnlyFarPastTheCaches) {
   EXPECT_TRUE(internal::UsesStreamingStores(int64_t{1} << 24));
 }
 
-// oneDNN's ReLU does not propagate NaN: the reason ReLU never goes to oneDNN. If a
-// future oneDNN fixes it, this fails and the exclusion can be revisited.
+// oneDNN's ReLU does not propagate NaN: why Activate() could not use it even where
+// it is as fast (activation.cc). If a future oneDNN fixes it, this fails and the
+// exclusion in Applies() can be revisited.
 TEST(ActivationDispatchTest, OneDnnReluMapsNanToZero) {
   ActivationContext ctx;
-  std::vector<float> x(internal::kOneDnnChunk, kNan), y(x.size());
-  internal::ActivateOneDnn(ctx, Activation::kRelu, x.data(), x.size(), y.data());
+  std::vector<float> x(kOneDnnChunk, kNan), y(x.size());
+  baseline::ActivateOneDnn(ctx, Activation::kRelu, x.data(), x.size(), y.data());
   EXPECT_EQ(y[0], 0.0f);
 }
 
 TEST(ActivationContextTest, AtMostTwoPrimitivesPerActivationWhateverTheSize) {
   ActivationContext ctx;
   EXPECT_EQ(ctx.CachedPrimitiveCount(), 0);
-  const std::vector<float>& x = RandomValues(1, 3 * internal::kOneDnnChunk + 17, 1);
+  const std::vector<float>& x = RandomValues(1, 3 * kOneDnnChunk + 17, 1);
   std::vector<float> y(x.size());
-  internal::ActivateOneDnn(ctx, Activation::kSilu, x.data(), internal::kOneDnnChunk,
-                           y.data());
+  baseline::ActivateOneDnn(ctx, Activation::kSilu, x.data(), kOneDnnChunk, y.data());
   EXPECT_EQ(ctx.CachedPrimitiveCount(), 1) << "one large chunk";
-  for (int64_t n : {2 * internal::kOneDnnChunk + 5, static_cast<int64_t>(x.size()),
-                    internal::kOneDnnChunk + 3 * internal::kOneDnnSmallChunk + 1}) {
-    internal::ActivateOneDnn(ctx, Activation::kSilu, x.data(), n, y.data());
+  for (int64_t n : {2 * kOneDnnChunk + 5, static_cast<int64_t>(x.size()),
+                    kOneDnnChunk + 3 * kOneDnnSmallChunk + 1}) {
+    baseline::ActivateOneDnn(ctx, Activation::kSilu, x.data(), n, y.data());
   }
   EXPECT_EQ(ctx.CachedPrimitiveCount(), 2) << "and one small chunk, whatever n";
-  internal::ActivateOneDnn(ctx, Activation::kGelu, x.data(), internal::kOneDnnSmallChunk,
-                           y.data());
+  baseline::ActivateOneDnn(ctx, Activation::kGelu, x.data(), kOneDnnSmallChunk, y.data());
   EXPECT_EQ(ctx.CachedPrimitiveCount(), 3);
   // Below one small chunk oneDNN is not called at all.
   ActivationContext small;
-  internal::ActivateOneDnn(small, Activation::kTanh, x.data(),
-                           internal::kOneDnnSmallChunk - 1, y.data());
+  baseline::ActivateOneDnn(small, Activation::kTanh, x.data(), kOneDnnSmallChunk - 1,
+                           y.data());
   EXPECT_EQ(small.CachedPrimitiveCount(), 0);
 }
 
@@ -659,7 +654,7 @@ TEST(ActivationContextTest, AtMostTwoPrimitivesPerActivationWhateverTheSize) {
 // context, running concurrently; one worker with 2 OpenMP threads. Results must not
 // depend on either.
 TEST(ActivationContextTest, OneContextPerWorkerThread) {
-  const std::vector<float>& x = RandomValues(1, 4 * internal::kOneDnnChunk + 3, 7);
+  const std::vector<float>& x = RandomValues(1, 4 * kOneDnnChunk + 3, 7);
   const int64_t n = static_cast<int64_t>(x.size());
   std::vector<float> ref(n);
   ActivateReference(Activation::kGelu, x.data(), n, ref.data());
@@ -670,7 +665,7 @@ TEST(ActivationContextTest, OneContextPerWorkerThread) {
       omp_set_num_threads(t == 2 ? 2 : 1);
       ActivationContext ctx;
       for (int i = 0; i < 5; ++i) {
-        internal::ActivateOneDnn(ctx, Activation::kGelu, x.data(), n, results[t].data());
+        baseline::ActivateOneDnn(ctx, Activation::kGelu, x.data(), n, results[t].data());
       }
     });
   }

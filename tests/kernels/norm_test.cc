@@ -1,14 +1,14 @@
 // Holds the fast normalization kernels to their scalar references (kernels/norm.h):
-// every LayerNorm strategy (the dispatching LayerNorm, oneDNN, the Highway hand
-// loop) and RmsNorm, the hand loops on every Highway target this CPU runs
-// (AVX-512, AVX2, SSE4, SSSE3, scalar), on dims 1, 7, 64, 768, 4096, 4097 and 1, 3
-// and 512 rows, with every combination of weight, Gemma offset, bias, fused
+// every LayerNorm strategy (the dispatching LayerNorm, the Highway hand loop, and
+// the oneDNN baseline, kernels/baseline/) and RmsNorm, the hand loops on every Highway
+// target this CPU runs (AVX-512, AVX2, SSE4, SSSE3, scalar), on dims 1, 7, 64, 768, 4096,
+// 4097 and 1, 3 and 512 rows, with every combination of weight, Gemma offset, bias, fused
 // residual (and its aliasing), in-place output and pointers misaligned by one
 // float; then edge cases: zero-variance rows, magnitudes from 1e-30 to 1e20 (rows
 // near 1e4 and 1e20 included), a first value far from the rest (the LayerNorm
 // loop's exact second pass), NaN/Inf rows (propagated as PyTorch does; Inf rows
-// also through every option on dims 1, 7 and 4097), the primitive cache, and
-// per-thread contexts. Every fast run of a hand loop is repeated with
+// also through every option on dims 1, 7 and 4097), the oneDNN baseline's primitive
+// cache and per-thread contexts. Every fast run of a hand loop is repeated with
 // NormParams::output_stats and checked against the statistics of its output
 // (ExpectOutputStatsOf).
 //
@@ -49,11 +49,18 @@
 #include <vector>
 
 #include "hwy/targets.h"
+#include "kernels/baseline/layer_norm_onednn.h"
 #include "kernels/norm_internal.h"
+#include "tests/testing/highway_target_scope.h"
 #include "tests/testing/output_stats.h"
 
 namespace layerserve::kernels {
 namespace {
+
+using testing::TargetScope;
+
+// The fast kernels keep no state; only the oneDNN baseline caches primitives.
+using baseline::NormContext;
 
 constexpr double kRelTol = 1e-5;
 constexpr double kMeanUlps = 16;
@@ -119,28 +126,17 @@ std::vector<KernelOnTarget> AllKernels() {
   return all;
 }
 
-// Restricts Highway's dispatch to one target while alive (0: no restriction).
-class TargetScope {
- public:
-  explicit TargetScope(int64_t target) {
-    if (target != 0) hwy::SetSupportedTargetsForTest(target);
-  }
-  ~TargetScope() { hwy::SetSupportedTargetsForTest(0); }
-  TargetScope(const TargetScope&) = delete;
-  TargetScope& operator=(const TargetScope&) = delete;
-};
-
 void RunFast(Kernel k, NormContext& ctx, const float* x, int64_t rows, int64_t dim,
              const NormParams& p, float* y) {
   switch (k) {
     case Kernel::kLayerNorm:
-      return LayerNorm(ctx, x, rows, dim, p, y);
+      return LayerNorm(x, rows, dim, p, y);
     case Kernel::kLayerNormOneDnn:
-      return internal::LayerNormOneDnn(ctx, x, rows, dim, p, y);
+      return baseline::LayerNormOneDnn(ctx, x, rows, dim, p, y);
     case Kernel::kLayerNormLoop:
       return internal::LayerNormLoop(x, rows, dim, p, y);
     case Kernel::kRmsNorm:
-      return RmsNorm(ctx, x, rows, dim, p, y);
+      return RmsNorm(x, rows, dim, p, y);
   }
 }
 
@@ -782,9 +778,8 @@ INSTANTIATE_TEST_SUITE_P(Kernels, NormKernelTest, ::testing::ValuesIn(AllKernels
                          });
 
 // LayerNorm() is the hand loop on every shape (measured: norm.cc): the same bits,
-// from one row to a batch far past the old oneDNN crossover, and no primitives.
+// from one row to a batch far past the old oneDNN crossover.
 TEST(NormDispatchTest, LayerNormIsTheHandLoopOnEveryShape) {
-  NormContext ctx;
   for (auto [rows, dim] : {std::pair<int64_t, int64_t>{1, 768},
                            {1, 4096},
                            {16, 768},
@@ -795,12 +790,11 @@ TEST(NormDispatchTest, LayerNormIsTheHandLoopOnEveryShape) {
     p.weight = in.weight.data();
     p.bias = in.bias.data();
     std::vector<float> dispatched(in.x.size()), loop(in.x.size());
-    LayerNorm(ctx, in.x.data(), rows, dim, p, dispatched.data());
+    LayerNorm(in.x.data(), rows, dim, p, dispatched.data());
     internal::LayerNormLoop(in.x.data(), rows, dim, p, loop.data());
     ASSERT_EQ(0, std::memcmp(dispatched.data(), loop.data(), loop.size() * sizeof(float)))
         << rows << "x" << dim;
   }
-  EXPECT_EQ(ctx.CachedPrimitiveCount(), 0);
 }
 
 TEST(NormContextTest, PrimitivesAreCreatedOnceAndBounded) {
@@ -811,28 +805,23 @@ TEST(NormContextTest, PrimitivesAreCreatedOnceAndBounded) {
   p.weight = in.weight.data();
   EXPECT_EQ(ctx.CachedPrimitiveCount(), 0);
   for (int i = 0; i < 3; ++i)
-    internal::LayerNormOneDnn(ctx, in.x.data(), 16, 64, p, y.data());
+    baseline::LayerNormOneDnn(ctx, in.x.data(), 16, 64, p, y.data());
   EXPECT_EQ(ctx.CachedPrimitiveCount(), 1) << "reused, not rebuilt per call";
   p.bias = in.bias.data();  // Different flags: a second primitive.
-  internal::LayerNormOneDnn(ctx, in.x.data(), 16, 64, p, y.data());
+  baseline::LayerNormOneDnn(ctx, in.x.data(), 16, 64, p, y.data());
   EXPECT_EQ(ctx.CachedPrimitiveCount(), 2);
   p.epsilon = 1e-6f;  // Different epsilon: a third.
-  internal::LayerNormOneDnn(ctx, in.x.data(), 16, 64, p, y.data());
+  baseline::LayerNormOneDnn(ctx, in.x.data(), 16, 64, p, y.data());
   EXPECT_EQ(ctx.CachedPrimitiveCount(), 3);
   // Many row counts: the cache stays bounded, and results stay right after clearing.
   for (int64_t rows = 1; rows <= 80; ++rows) {
-    internal::LayerNormOneDnn(ctx, in.x.data(), rows, 64, p, y.data());
+    baseline::LayerNormOneDnn(ctx, in.x.data(), rows, 64, p, y.data());
     EXPECT_LE(ctx.CachedPrimitiveCount(), 64);
   }
   std::vector<float> ref(y.size());
   LayerNormReference(in.x.data(), 80, 64, p, ref.data());
   for (size_t i = 0; i < y.size(); ++i)
     ASSERT_NEAR(y[i], ref[i], kRelTol * std::max(1.0f, std::fabs(ref[i])));
-  // RmsNorm and LayerNorm() (the hand loop) create no primitives.
-  NormContext other;
-  RmsNorm(other, in.x.data(), 80, 64, p, y.data());
-  LayerNorm(other, in.x.data(), 80, 64, p, y.data());
-  EXPECT_EQ(other.CachedPrimitiveCount(), 0);
 }
 
 // The server's setup: worker threads, each with omp_set_num_threads(1) and its own
@@ -852,7 +841,7 @@ TEST(NormContextTest, OneContextPerWorkerThread) {
       omp_set_num_threads(t == 2 ? 2 : 1);
       NormContext ctx;
       for (int i = 0; i < 20; ++i) {
-        internal::LayerNormOneDnn(ctx, in.x.data(), 128, 768, p, results[t].data());
+        baseline::LayerNormOneDnn(ctx, in.x.data(), 128, 768, p, results[t].data());
       }
     });
   }

@@ -35,24 +35,18 @@
 
 #include "hwy/targets.h"
 #include "kernels/positional_internal.h"
+#include "tests/testing/highway_target_scope.h"
 #include "tests/testing/output_stats.h"
 
 namespace layerserve::kernels {
 namespace {
 
+using testing::TargetScope;
+
 constexpr double kEps32 = std::numeric_limits<float>::epsilon();  // 2^-23.
 constexpr double kTrigTol = 1.0 / (1 << 22);
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-// Forces Highway's dispatch to one target for the life of the scope.
-class TargetScope {
- public:
-  explicit TargetScope(int64_t target) { hwy::SetSupportedTargetsForTest(target); }
-  ~TargetScope() { hwy::SetSupportedTargetsForTest(0); }
-  TargetScope(const TargetScope&) = delete;
-  TargetScope& operator=(const TargetScope&) = delete;
-};
 
 std::vector<int64_t> Targets() { return hwy::SupportedAndGeneratedTargets(); }
 

@@ -17,10 +17,13 @@
 #include <vector>
 
 #include "hwy/targets.h"
+#include "tests/testing/highway_target_scope.h"
 #include "tests/testing/output_stats.h"
 
 namespace layerserve::kernels {
 namespace {
+
+using testing::TargetScope;
 
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kU = 1.0 / (1 << 24);  // Unit roundoff of float32, 2^-24.
@@ -43,15 +46,6 @@ std::vector<float> RandomValues(int64_t n, float scale, uint32_t seed) {
 
 // Every Highway target the CPU supports and this binary was compiled for.
 std::vector<int64_t> Targets() { return hwy::SupportedAndGeneratedTargets(); }
-
-// Restricts Highway's dispatch to one target while alive.
-class TargetScope {
- public:
-  explicit TargetScope(int64_t target) { hwy::SetSupportedTargetsForTest(target); }
-  ~TargetScope() { hwy::SetSupportedTargetsForTest(0); }
-  TargetScope(const TargetScope&) = delete;
-  TargetScope& operator=(const TargetScope&) = delete;
-};
 
 struct Tables {
   std::vector<float> cos, sin;

@@ -42,9 +42,8 @@ v1::ActivateRequest ValidGatedRequest() {
 v1::ActivateResponse ParseAndRun(const v1::ActivateRequest& request) {
   absl::StatusOr<ActivateJob> job = ParseActivateRequest(request);
   EXPECT_TRUE(job.ok()) << job.status();
-  kernels::ActivationContext context;
   v1::ActivateResponse response;
-  if (job.ok()) RunActivate(context, *job, &response);
+  if (job.ok()) RunActivate(*job, &response);
   return response;
 }
 
@@ -248,10 +247,9 @@ TEST(ActivateRequestTest, OutputDtypeAndSaturation) {
   request.set_output_dtype(v1::FLOAT16);
   absl::StatusOr<ActivateJob> job = ParseActivateRequest(request);
   ASSERT_TRUE(job.ok()) << job.status();
-  kernels::ActivationContext context;
   v1::ActivateResponse response;
   // 1e5 is beyond float16's 65504: +inf, counted.
-  EXPECT_EQ(RunActivate(context, *job, &response).saturated, 1);
+  EXPECT_EQ(RunActivate(*job, &response).saturated, 1);
   EXPECT_EQ(response.output().dtype(), v1::FLOAT16);
   ASSERT_EQ(response.output().data().size(), 6u);
   std::vector<float> y(3);

@@ -160,9 +160,8 @@ TEST(NormalizeRequestTest, RunsLayerNormWithResidualAndOutputDtype) {
   request.set_epsilon(0);
   absl::StatusOr<NormalizeJob> job = ParseNormalizeRequest(request);
   ASSERT_TRUE(job.ok()) << job.status();
-  kernels::NormContext context;
   v1::NormalizeResponse response;
-  EXPECT_EQ(RunNormalize(context, *job, &response).saturated, 0);
+  EXPECT_EQ(RunNormalize(*job, &response).saturated, 0);
 
   // sum = [1,2,3,4]: mean 2.5, var 1.25.
   const float inv = 1.0f / std::sqrt(1.25f);
@@ -178,7 +177,7 @@ TEST(NormalizeRequestTest, RunsLayerNormWithResidualAndOutputDtype) {
   request.set_output_dtype(v1::BFLOAT16);
   job = ParseNormalizeRequest(request);
   ASSERT_TRUE(job.ok());
-  RunNormalize(context, *job, &response);
+  RunNormalize(*job, &response);
   EXPECT_EQ(response.output().dtype(), v1::BFLOAT16);
   EXPECT_EQ(response.output().data().size(), 8u);
 }
@@ -192,9 +191,8 @@ TEST(NormalizeRequestTest, RunsGemmaRmsNorm) {
   request.set_epsilon(0);
   absl::StatusOr<NormalizeJob> job = ParseNormalizeRequest(request);
   ASSERT_TRUE(job.ok()) << job.status();
-  kernels::NormContext context;
   v1::NormalizeResponse response;
-  RunNormalize(context, *job, &response);
+  RunNormalize(*job, &response);
   // rms = sqrt((9 + 16) / 2); scale = (1 + w) = [1, 2].
   const float rms = std::sqrt(12.5f);
   EXPECT_THAT(TensorValues(response.output()),

@@ -1,6 +1,5 @@
 // activate: an element-wise or gated activation of a .npy file.
 #include <string>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "tools/cli/commands.h"
@@ -32,14 +31,7 @@ int RunActivate(Client& client, const FlagValues& flags) {
   }
   absl::StatusOr<v1::ActivateResponse> response = client.Activate(request);
   if (!response.ok()) return RpcError(response.status());
-  std::vector<WrittenTensor> written;
-  if (int code = SaveTensor(response->output(), "output", flags.at("out"), formats->out,
-                            &written);
-      code != kExitOk) {
-    return code;
-  }
-  PrintWritten(written, flags.count("json") != 0);
-  return kExitOk;
+  return SaveOutputs(flags, formats->out, {{"output", &response->output(), "out"}});
 }
 
 }  // namespace layerserve::client

@@ -171,6 +171,24 @@ int SaveTensor(const v1::Tensor& tensor, const std::string& field,
   return kExitOk;
 }
 
+int SaveOutputs(const FlagValues& flags, ElementType npy_dtype,
+                const std::vector<ResponseOutput>& outputs) {
+  std::vector<WrittenTensor> written;
+  for (const ResponseOutput& o : outputs) {
+    if (flags.count(o.flag) == 0) continue;
+    if (o.tensor == nullptr) {
+      std::cerr << "error: malformed response: " << o.field << " is missing\n";
+      return kExitRpc;
+    }
+    if (int code = SaveTensor(*o.tensor, o.field, flags.at(o.flag), npy_dtype, &written);
+        code != kExitOk) {
+      return code;
+    }
+  }
+  PrintWritten(written, flags.count("json") != 0);
+  return kExitOk;
+}
+
 void PrintWritten(const std::vector<WrittenTensor>& written, bool json,
                   const nlohmann::json& extra) {
   if (!json) {

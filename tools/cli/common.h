@@ -85,6 +85,20 @@ int SaveTensor(const v1::Tensor& tensor, const std::string& field,
 void PrintWritten(const std::vector<WrittenTensor>& written, bool json,
                   const nlohmann::json& extra = nlohmann::json::object());
 
+// A response tensor to write to the file that the flag `flag` names.
+struct ResponseOutput {
+  const char* field;         // Its name in messages and in the report.
+  const v1::Tensor* tensor;  // Null when the response lacks it.
+  const char* flag;
+};
+
+// The tail of the tensor commands: writes every output whose flag was given
+// (SaveTensor, as --out-dtype says) and prints what was written (PrintWritten,
+// --json). An output asked for that the response lacks makes it malformed
+// (kExitRpc). Returns the exit code.
+int SaveOutputs(const FlagValues& flags, ElementType npy_dtype,
+                const std::vector<ResponseOutput>& outputs);
+
 }  // namespace layerserve::client
 
 #endif  // LAYERSERVE_TOOLS_CLI_COMMON_H_

@@ -1,7 +1,5 @@
 // normalize: LayerNorm or RMSNorm of a .npy file, optionally fused with a residual.
-#include <iostream>
 #include <string>
-#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -62,25 +60,11 @@ int RunNormalize(Client& client, const FlagValues& flags) {
   absl::StatusOr<v1::NormalizeResponse> response = client.Normalize(request);
   if (!response.ok()) return RpcError(response.status());
 
-  std::vector<WrittenTensor> written;
-  if (int code = SaveTensor(response->output(), "output", flags.at("out"), formats->out,
-                            &written);
-      code != kExitOk) {
-    return code;
-  }
-  if (flags.count("residual-out") != 0) {
-    if (!response->has_residual_out()) {
-      std::cerr << "error: malformed response: residual_out is missing\n";
-      return kExitRpc;
-    }
-    if (int code = SaveTensor(response->residual_out(), "residual_out",
-                              flags.at("residual-out"), formats->out, &written);
-        code != kExitOk) {
-      return code;
-    }
-  }
-  PrintWritten(written, flags.count("json") != 0);
-  return kExitOk;
+  return SaveOutputs(flags, formats->out,
+                     {{"output", &response->output(), "out"},
+                      {"residual_out",
+                       response->has_residual_out() ? &response->residual_out() : nullptr,
+                       "residual-out"}});
 }
 
 }  // namespace layerserve::client

@@ -1,7 +1,6 @@
 // positional-encode: one of the five positional methods (--method), with .npy
 // tensors in and out.
 #include <algorithm>
-#include <iostream>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -268,25 +267,10 @@ int RunPositionalEncode(Client& client, const FlagValues& flags) {
   absl::StatusOr<v1::PositionalEncodeResponse> response =
       client.PositionalEncode(request);
   if (!response.ok()) return RpcError(response.status());
-  std::vector<WrittenTensor> written;
-  if (int code = SaveTensor(response->output(), "output", flags.at("out"), formats->out,
-                            &written);
-      code != kExitOk) {
-    return code;
-  }
-  if (flags.count("key-out") != 0) {
-    if (!response->has_key()) {
-      std::cerr << "error: malformed response: key is missing\n";
-      return kExitRpc;
-    }
-    if (int code = SaveTensor(response->key(), "key", flags.at("key-out"), formats->out,
-                              &written);
-        code != kExitOk) {
-      return code;
-    }
-  }
-  PrintWritten(written, flags.count("json") != 0);
-  return kExitOk;
+  return SaveOutputs(
+      flags, formats->out,
+      {{"output", &response->output(), "out"},
+       {"key", response->has_key() ? &response->key() : nullptr, "key-out"}});
 }
 
 }  // namespace layerserve::client

@@ -2,7 +2,7 @@ package layerserve
 
 // The package's tests share one real layerserve (env LAYERSERVE_SERVER) on 127.0.0.1
 // with ports the OS picks, serving the tiny checkpoints of tests/golden/models. Its
-// gRPC address comes from the line it prints, as tests/integration/conftest.py reads
+// gRPC address comes from the line it prints, as tests/testing/server_process.py reads
 // it; after the tests it must drain on SIGTERM and exit 0.
 
 import (

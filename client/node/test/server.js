@@ -1,7 +1,7 @@
 'use strict';
 // Starts the real layerserve binary (env LAYERSERVE_SERVER) on 127.0.0.1 with ports
 // the OS picks, and reads the gRPC address from the line it prints, as
-// tests/integration/conftest.py does.
+// tests/testing/server_process.py does.
 const {spawn} = require('node:child_process');
 const readline = require('node:readline');
 

@@ -1,16 +1,17 @@
 """Fixtures: real layerserve servers on ephemeral loopback ports, started with
-tests/integration/conftest.py's ServerProcess (imported under another module name,
-so it does not clash with this conftest), and Clients on them.
+tests/testing/server_process.py's ServerProcess (the one the end-to-end tests use),
+and Clients on them.
 
 Environment (set by CTest, client/python/CMakeLists.txt): LAYERSERVE_SERVER,
-LAYERSERVE_SOURCE_DIR, PYTHONPATH = client/python and the generated stubs.
+LAYERSERVE_SOURCE_DIR, PYTHONPATH = client/python, the generated stubs and
+tests/testing.
 """
-import importlib.util
 import os
 
 import pytest
 
 from layerserve_client import Client
+from server_process import ServerProcess
 
 SOURCE_DIR = os.environ.get(
     "LAYERSERVE_SOURCE_DIR",
@@ -18,16 +19,6 @@ SOURCE_DIR = os.environ.get(
 GOLDEN_DIR = os.path.join(SOURCE_DIR, "tests", "golden")
 MODELS = os.path.join(GOLDEN_DIR, "models")
 
-
-def _load_integration_conftest():
-    path = os.path.join(SOURCE_DIR, "tests", "integration", "conftest.py")
-    spec = importlib.util.spec_from_file_location("layerserve_integration_conftest", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ServerProcess = _load_integration_conftest().ServerProcess
 
 
 def stop_cleanly(process):
