@@ -25,7 +25,12 @@ Call::Call(grpc::CallbackServerContext* context, const char* method, Metrics* me
       response_(response),
       start_(absl::Now()) {
   tracker_->Started();
-  metrics_->RequestStarted(method, request == nullptr ? 0 : request->ByteSizeLong());
+  // A failure to count (an allocation of a first series) must not keep the call
+  // from being served: the handle exists from here on, and answers.
+  try {
+    metrics_->RequestStarted(method, request == nullptr ? 0 : request->ByteSizeLong());
+  } catch (...) {
+  }
 }
 
 Call::Call(Call&& other) noexcept

@@ -1,5 +1,9 @@
 #include "server/rpc/service.h"
 
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "server/ops/activate.h"
 #include "server/ops/block_forward.h"
 #include "server/ops/normalize.h"
