@@ -14,7 +14,8 @@
 //                                           messages name the operation.
 //   static constexpr BatchRun kBatchRun;    How a batch of its jobs runs (below).
 //   static absl::StatusOr<Job> Parse(const Request&, const ParseContext&);
-//       Validates on the gRPC thread; every error names its field.
+//       Validates on the gRPC thread; every error names its field. The job may
+//       view the request's bytes: the request outlives it.
 //   static std::string BatchKey(const Job&);   What must match for jobs to share
 //                                              a batch (the batcher's queue key).
 //   static int64_t Rows(const Job&);           What a job adds to a batch (>= 1).
