@@ -6,6 +6,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/ops/input_stats.h"
+#include "server/ops/worker_context.h"
 
 namespace layerserve {
 namespace {
@@ -135,6 +137,23 @@ OutputHealth RunActivate(const ActivateJob& job, v1::ActivateResponse* response)
       &output_stats);
   health.inputs_seen_finite = inputs_finite;
   return health;
+}
+
+// The activation loops check their inputs as they read them (an output does not
+// tell: ReLU, sigmoid and tanh send -Inf to finite values). The gate, when a
+// tensor of its own, is an input too.
+kernels::ValueStats ActivateOp::InputStats(const Job& job, const OutputHealth& output) {
+  const int64_t gate_count = job.gate.size();
+  if (output.inputs_seen_finite) return AllFinite(job.input.info.elements + gate_count);
+  kernels::ValueStats stats = ValueStatsOf(job.input);
+  if (gate_count > 0)
+    stats.Merge(kernels::ComputeValueStats(job.gate.data(), gate_count));
+  return stats;
+}
+
+OutputHealth ActivateOp::Run(WorkerContext& /*worker*/, const Job& job,
+                             Response* response) {
+  return RunActivate(job, response);
 }
 
 }  // namespace layerserve

@@ -1,14 +1,20 @@
 // The Activate RPC apart from transport: request validation (every error names its
-// field) and execution of the kernel. Stateless; safe from any thread.
+// field), execution of the kernel, and ActivateOp, what the dispatcher
+// (server/rpc/dispatch.h) needs of it (server/ops/operation.h). Stateless; safe
+// from any thread.
 #ifndef LAYERSERVE_SERVER_OPS_ACTIVATE_H_
 #define LAYERSERVE_SERVER_OPS_ACTIVATE_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/dtype.h"
 #include "kernels/activation.h"
+#include "kernels/value_stats.h"
 #include "layerserve/v1/layerserve.pb.h"
+#include "server/ops/operation.h"
 #include "server/ops/tensor_codec.h"
 
 namespace layerserve {
@@ -35,6 +41,24 @@ absl::StatusOr<ActivateJob> ParseActivateRequest(const v1::ActivateRequest&& req
 
 // Runs the kernel and fills `response`; returns the output's numeric health.
 OutputHealth RunActivate(const ActivateJob& job, v1::ActivateResponse* response);
+
+struct ActivateOp : OperationDefaults {
+  using Job = ActivateJob;
+  using Request = v1::ActivateRequest;
+  using Response = v1::ActivateResponse;
+  static constexpr const char* kMethod = "Activate";
+  static constexpr BatchRun kBatchRun = BatchRun::kOneCallPerRequest;
+
+  static absl::StatusOr<Job> Parse(const Request& request, const ParseContext&) {
+    return ParseActivateRequest(request);
+  }
+  static std::string BatchKey(const Job&) { return kMethod; }
+  static int64_t Rows(const Job& job) { return job.input.info.rows(); }
+  static int64_t Elements(const Job& job) { return job.input.info.elements; }
+  static kernels::ValueStats InputStats(const Job& job, const OutputHealth& output);
+  static ElementType OutputType(const Job& job) { return job.output_type; }
+  static OutputHealth Run(WorkerContext& worker, const Job& job, Response* response);
+};
 
 }  // namespace layerserve
 

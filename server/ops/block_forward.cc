@@ -5,8 +5,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/cpu_cache.h"
 #include "kernels/rope.h"
+#include "server/metrics/metrics.h"
 #include "server/ops/positions.h"
+#include "server/ops/worker_context.h"
 
 namespace layerserve {
 
@@ -266,6 +269,46 @@ std::vector<OutputHealth> RunBlockForwardBatch(
 OutputHealth RunBlockForward(kernels::BlockKernels& kernels, const BlockForwardJob& job,
                              v1::BlockForwardResponse* response) {
   return RunBlockForwardBatch(kernels, {&job}, {response}).front();
+}
+
+std::string BlockForwardOp::BatchKey(const Job& job) {
+  return absl::StrCat(
+      "BlockForward/", job.model->name, "/", job.layer_start, "/", job.num_layers,
+      job.causal ? "/causal" : "/bidirectional",
+      job.tokens <= kernels::kShortSequenceTokens ? "/steps" : "/sequences");
+}
+
+std::vector<OutputHealth> BlockForwardOp::RunBatch(
+    WorkerContext& worker, const std::vector<const Job*>& jobs,
+    const std::vector<Response*>& responses) {
+  return RunBlockForwardBatch(worker.block, jobs, responses);
+}
+
+bool BlockForwardOp::Gathers(const Job& job) {
+  if (!job.session) return false;
+  int64_t bytes = 0;
+  for (int64_t l = job.layer_start; l < job.layer_start + job.num_layers; ++l) {
+    bytes += job.model->blocks[l].bytes();
+  }
+  return BlockForwardGathers(/*session_step=*/true, bytes,
+                             kernels::LastLevelCacheBytes());
+}
+
+void BlockForwardOp::RecordComputed(const Job& job, const OutputHealth& health,
+                                    absl::Duration call_elapsed, Metrics& metrics) {
+  metrics.AttentionEntropy(job.model->name, health.attention_entropy_nats);
+  if (job.session) {
+    metrics.SessionTokens(job.tokens);
+    if (job.tokens == 1) metrics.DecodeStep(call_elapsed);
+  }
+}
+
+void BlockForwardOp::End(Job& job, JobOutcome outcome) {
+  if (outcome == JobOutcome::kFailed) {
+    job.session.ReleaseFailed();
+  } else {
+    job.session.Release(/*computed=*/outcome == JobOutcome::kComputed);
+  }
 }
 
 }  // namespace layerserve

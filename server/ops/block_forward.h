@@ -1,16 +1,23 @@
 // The BlockForward RPC apart from transport: validation against the served model
-// (every error names its field) and the forward pass through the requested blocks.
-// Stateless; safe from any thread.
+// (every error names its field), the forward pass through the requested blocks, and
+// BlockForwardOp, what the dispatcher (server/rpc/dispatch.h) needs of it
+// (server/ops/operation.h): a batch runs as one pass, never inline, and ends its
+// session leases. Stateless; safe from any thread.
 #ifndef LAYERSERVE_SERVER_OPS_BLOCK_FORWARD_H_
 #define LAYERSERVE_SERVER_OPS_BLOCK_FORWARD_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/dtype.h"
 #include "kernels/block.h"
+#include "kernels/value_stats.h"
 #include "layerserve/v1/layerserve.pb.h"
 #include "server/models/model_repository.h"
+#include "server/ops/operation.h"
 #include "server/ops/tensor_codec.h"
 #include "server/sessions/session_store.h"
 
@@ -70,6 +77,61 @@ std::vector<OutputHealth> RunBlockForwardBatch(
 // One job alone.
 OutputHealth RunBlockForward(kernels::BlockKernels& kernels, const BlockForwardJob& job,
                              v1::BlockForwardResponse* response);
+
+// Whether the batch after a held batch of a BlockForward key gathers
+// (BatchTask::gathers(): it waits for as many tasks as the held batch had). Only
+// for session steps, whose next step follows their answer, and only when each
+// batch streams the layer range's weights from memory: `weight_bytes` above the
+// last-level cache, or the cache size unknown (0). Weights that stay in the cache
+// cost a batch little, and a wait for more steps cost the demo model (23 MB of
+// bfloat16 in a 32 MB L3) 7-25% at 8 and 32 sessions. Stateless requests gained
+// nothing either: 64 clients of the float32 demo model (45 MB) sent 10-22% fewer
+// requests with gathering (docs/perf/2026-11-30-kv-cache-sessions.md, "Which models
+// gather"; docs/perf/2026-11-30-batching-gain.md, "Gathering only for sessions").
+inline bool BlockForwardGathers(bool session_step, int64_t weight_bytes,
+                                int64_t last_level_cache_bytes) {
+  if (!session_step) return false;
+  return last_level_cache_bytes == 0 || weight_bytes > last_level_cache_bytes;
+}
+
+struct BlockForwardOp : OperationDefaults {
+  using Job = BlockForwardJob;
+  using Request = v1::BlockForwardRequest;
+  using Response = v1::BlockForwardResponse;
+  static constexpr const char* kMethod = "BlockForward";
+  // Requests of a batch share their linear layers (RunBlockForwardBatch).
+  static constexpr BatchRun kBatchRun = BatchRun::kOneCallPerBatch;
+
+  static absl::StatusOr<Job> Parse(const Request& request, const ParseContext& context) {
+    return ParseBlockForwardRequest(request, *context.models, context.sessions);
+  }
+  // Decode steps and longer sequences never share a kernel call (kernels/block.h
+  // sends them to different ones), so they queue apart: a prefill runs beside the
+  // decode batches, whose loops the workers share, instead of inside one.
+  static std::string BatchKey(const Job& job);
+  static int64_t Rows(const Job& job) { return job.batch * job.tokens; }
+  static int64_t Elements(const Job& job) { return job.hidden.info.elements; }
+  static kernels::ValueStats InputStats(const Job& job, const OutputHealth&) {
+    return ValueStatsOf(job.hidden);
+  }
+  static ElementType OutputType(const Job& job) { return job.output_type; }
+  static std::vector<OutputHealth> RunBatch(WorkerContext& worker,
+                                            const std::vector<const Job*>& jobs,
+                                            const std::vector<Response*>& responses);
+
+  // Always queued, even when small: in the queue requests share their linear
+  // layers.
+  static bool MayRunInline(const Job&) { return false; }
+  // Only session steps of weights beyond the cache (BlockForwardGathers).
+  static bool Gathers(const Job& job);
+  // The attention entropy of the job's model; for a session call, the tokens it
+  // added, and for a decode step (one token) the call's whole time.
+  static void RecordComputed(const Job& job, const OutputHealth& health,
+                             absl::Duration call_elapsed, Metrics& metrics);
+  // Releases the session lease: the step counts if computed; a failed step closes
+  // the session (SessionLease::ReleaseFailed).
+  static void End(Job& job, JobOutcome outcome);
+};
 
 }  // namespace layerserve
 

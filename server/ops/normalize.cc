@@ -5,6 +5,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/ops/input_stats.h"
+#include "server/ops/worker_context.h"
 
 namespace layerserve {
 namespace {
@@ -135,6 +137,20 @@ OutputHealth RunNormalize(const NormalizeJob& job, v1::NormalizeResponse* respon
                                      job.output_type, response->mutable_residual_out());
   }
   return health;
+}
+
+// A norm makes a NaN of every NaN or Inf it is given: a NaN makes its row all
+// NaN, and so does an Inf in LayerNorm (mean and variance are NaN), while RMSNorm,
+// as PyTorch, gives NaN at each Inf (mean square +Inf, rsqrt 0, Inf * 0 = NaN;
+// then NaN * weight) and +-0 beside it. So an input with either has an output
+// with NaN.
+kernels::ValueStats NormalizeOp::InputStats(const Job& job, const OutputHealth& output) {
+  return StatsUnlessOutputFinite(job.input, output);
+}
+
+OutputHealth NormalizeOp::Run(WorkerContext& /*worker*/, const Job& job,
+                              Response* response) {
+  return RunNormalize(job, response);
 }
 
 }  // namespace layerserve

@@ -1,11 +1,19 @@
 // The Normalize RPC apart from transport: request validation (every error names its
-// field) and execution of the kernel. Stateless; safe from any thread.
+// field), execution of the kernel, and NormalizeOp, what the dispatcher
+// (server/rpc/dispatch.h) needs of it (server/ops/operation.h). Stateless; safe
+// from any thread.
 #ifndef LAYERSERVE_SERVER_OPS_NORMALIZE_H_
 #define LAYERSERVE_SERVER_OPS_NORMALIZE_H_
 
+#include <cstdint>
+#include <string>
+
 #include "absl/status/statusor.h"
+#include "common/dtype.h"
 #include "kernels/norm.h"
+#include "kernels/value_stats.h"
 #include "layerserve/v1/layerserve.pb.h"
+#include "server/ops/operation.h"
 #include "server/ops/tensor_codec.h"
 
 namespace layerserve {
@@ -34,6 +42,24 @@ absl::StatusOr<NormalizeJob> ParseNormalizeRequest(const v1::NormalizeRequest&& 
 
 // Runs the kernel and fills `response`; returns the output's numeric health.
 OutputHealth RunNormalize(const NormalizeJob& job, v1::NormalizeResponse* response);
+
+struct NormalizeOp : OperationDefaults {
+  using Job = NormalizeJob;
+  using Request = v1::NormalizeRequest;
+  using Response = v1::NormalizeResponse;
+  static constexpr const char* kMethod = "Normalize";
+  static constexpr BatchRun kBatchRun = BatchRun::kOneCallPerRequest;
+
+  static absl::StatusOr<Job> Parse(const Request& request, const ParseContext&) {
+    return ParseNormalizeRequest(request);
+  }
+  static std::string BatchKey(const Job&) { return kMethod; }
+  static int64_t Rows(const Job& job) { return job.input.info.rows(); }
+  static int64_t Elements(const Job& job) { return job.input.info.elements; }
+  static kernels::ValueStats InputStats(const Job& job, const OutputHealth& output);
+  static ElementType OutputType(const Job& job) { return job.output_type; }
+  static OutputHealth Run(WorkerContext& worker, const Job& job, Response* response);
+};
 
 }  // namespace layerserve
 

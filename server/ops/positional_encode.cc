@@ -8,10 +8,20 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/ops/input_stats.h"
 #include "server/ops/positions.h"
+#include "server/ops/worker_context.h"
 
 namespace layerserve {
 namespace {
+
+// A visitor of the job variant made of one lambda per method.
+template <typename... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <typename... F>
+Overloaded(F...) -> Overloaded<F...>;
 
 // OK if the product of `dims` (each >= 1) is at most kMaxGeneratedElements;
 // otherwise RESOURCE_EXHAUSTED naming `what` (e.g. "alibi: bias [...]"), the dims
@@ -355,6 +365,58 @@ OutputHealth RunPositionalEncode(kernels::PositionalContext& context,
                                  v1::PositionalEncodeResponse* response) {
   return std::visit(
       [&](const auto& method_job) { return Run(context, method_job, response); }, job);
+}
+
+int64_t PositionalEncodeOp::Elements(const Job& job) {
+  return std::visit(
+      Overloaded{[](const SinusoidalJob& j) { return j.rows * j.dim; },
+                 [](const LearnedJob& j) { return j.input.info.elements; },
+                 [](const RopeJob& j) {
+                   return j.query.info.elements + (j.has_key ? j.key.info.elements : 0);
+                 },
+                 [](const AlibiJob& j) {
+                   return j.batch * j.shape.heads * j.shape.query_length *
+                          j.shape.key_length;
+                 },
+                 [](const T5BiasJob& j) {
+                   return j.shape.heads * j.shape.query_length * j.shape.key_length;
+                 }},
+      job);
+}
+
+// The additive encodings add a finite value to each input value (x + NaN or
+// +-Inf is not finite), and RoPE's x * cos + partner * sin is not finite when x is
+// not (Inf * 0 is NaN); pass-through dims are copies. T5's output holds only the
+// table entries its buckets select, so its table is read.
+kernels::ValueStats PositionalEncodeOp::InputStats(const Job& job,
+                                                   const OutputHealth& output) {
+  return std::visit(
+      Overloaded{
+          [&](const SinusoidalJob& j) {
+            return j.has_input ? StatsUnlessOutputFinite(j.input, output)
+                               : kernels::ValueStats();
+          },
+          [&](const LearnedJob& j) { return StatsUnlessOutputFinite(j.input, output); },
+          [&](const RopeJob& j) {
+            kernels::ValueStats s = StatsUnlessOutputFinite(j.query, output);
+            if (j.has_key) s.Merge(StatsUnlessOutputFinite(j.key, output));
+            return s;
+          },
+          [&](const AlibiJob& j) {
+            return j.has_scores ? StatsUnlessOutputFinite(j.scores, output)
+                                : kernels::ValueStats();
+          },
+          [](const T5BiasJob& j) { return ValueStatsOf(j.table); }},
+      job);
+}
+
+ElementType PositionalEncodeOp::OutputType(const Job& job) {
+  return std::visit([](const auto& j) { return j.output_type; }, job);
+}
+
+OutputHealth PositionalEncodeOp::Run(WorkerContext& worker, const Job& job,
+                                     Response* response) {
+  return RunPositionalEncode(worker.positional, job, response);
 }
 
 }  // namespace layerserve

@@ -1,19 +1,23 @@
 // The PositionalEncode RPC apart from transport: request validation (every error
-// names its field, e.g. "alibi.num_heads", and the numbers) and execution on a
-// kernel context. Dispatches on the request's `method` oneof; the rope method is
-// server/ops/positional_encode_rope.h's. Stateless; safe from any thread
-// (RunPositionalEncode needs the caller's own PositionalContext).
+// names its field, e.g. "alibi.num_heads", and the numbers), execution on a kernel
+// context, and PositionalEncodeOp, what the dispatcher (server/rpc/dispatch.h)
+// needs of it (server/ops/operation.h). Dispatches on the request's `method` oneof;
+// the rope method is server/ops/positional_encode_rope.h's. Stateless; safe from
+// any thread (RunPositionalEncode needs the caller's own PositionalContext).
 #ifndef LAYERSERVE_SERVER_OPS_POSITIONAL_ENCODE_H_
 #define LAYERSERVE_SERVER_OPS_POSITIONAL_ENCODE_H_
 
 #include <cstdint>
+#include <string>
 #include <variant>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/dtype.h"
 #include "kernels/positional.h"
+#include "kernels/value_stats.h"
 #include "layerserve/v1/layerserve.pb.h"
+#include "server/ops/operation.h"
 #include "server/ops/positional_encode_rope.h"
 #include "server/ops/tensor_codec.h"
 
@@ -80,6 +84,24 @@ absl::StatusOr<PositionalEncodeJob> ParsePositionalEncodeRequest(
 OutputHealth RunPositionalEncode(kernels::PositionalContext& context,
                                  const PositionalEncodeJob& job,
                                  v1::PositionalEncodeResponse* response);
+
+struct PositionalEncodeOp : OperationDefaults {
+  using Job = PositionalEncodeJob;
+  using Request = v1::PositionalEncodeRequest;
+  using Response = v1::PositionalEncodeResponse;
+  static constexpr const char* kMethod = "PositionalEncode";
+  static constexpr BatchRun kBatchRun = BatchRun::kOneCallPerRequest;
+
+  static absl::StatusOr<Job> Parse(const Request& request, const ParseContext&) {
+    return ParsePositionalEncodeRequest(request);
+  }
+  static std::string BatchKey(const Job&) { return kMethod; }
+  static int64_t Rows(const Job&) { return 1; }
+  static int64_t Elements(const Job& job);
+  static kernels::ValueStats InputStats(const Job& job, const OutputHealth& output);
+  static ElementType OutputType(const Job& job);
+  static OutputHealth Run(WorkerContext& worker, const Job& job, Response* response);
+};
 
 }  // namespace layerserve
 

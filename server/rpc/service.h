@@ -1,7 +1,9 @@
-// layerserve.v1.LayerService on gRPC's callback API. Handlers validate a request and
-// hand it to the batcher (or answer at once: an error, a refusal, a model listing);
-// a worker runs the batch and finishes every RPC in it. Every RPC is finished
-// exactly once, on every path. Thread-safe, as gRPC requires.
+// layerserve.v1.LayerService on gRPC's callback API. Each compute RPC is one line:
+// the generic Dispatch<Op> (server/rpc/dispatch.h) of its operation (server/ops/),
+// which validates the request and runs it inline or hands it to the batcher, whose
+// worker runs the batch and answers every RPC in it. The others (models, sessions)
+// are answered at once, here. Every RPC is answered exactly once, on every path,
+// exceptions included. Thread-safe, as gRPC requires.
 #ifndef LAYERSERVE_SERVER_RPC_SERVICE_H_
 #define LAYERSERVE_SERVER_RPC_SERVICE_H_
 
@@ -14,6 +16,7 @@
 #include "server/models/model_repository.h"
 #include "server/ops/worker_context.h"
 #include "server/rpc/call_tracker.h"
+#include "server/rpc/dispatch.h"
 #include "server/sessions/session_store.h"
 
 namespace layerserve {
@@ -73,14 +76,6 @@ class LayerServiceImpl final : public v1::LayerService::CallbackService {
                                          v1::CloseSessionResponse* response) override;
 
  private:
-  // The shape of every compute RPC: refuse while draining, validate, check the
-  // element limit, queue under the job's batch key. Defined in service.cc.
-  template <typename Job, typename Response, typename Parse>
-  grpc::ServerUnaryReactor* Dispatch(grpc::CallbackServerContext* context,
-                                     const char* method,
-                                     const google::protobuf::Message& request,
-                                     Response* response, Parse parse);
-
   const ServiceOptions options_;
   Metrics* const metrics_;
   const ModelRepository* const models_;
@@ -88,6 +83,8 @@ class LayerServiceImpl final : public v1::LayerService::CallbackService {
   CallTracker calls_;
   SessionStore sessions_;
   Batcher<WorkerContext> batcher_;
+  // What every compute RPC is dispatched with (pointers to the members above).
+  const DispatchContext dispatch_;
 };
 
 }  // namespace layerserve

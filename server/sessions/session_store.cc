@@ -47,6 +47,12 @@ void SessionLease::Release(bool computed) {
   session_.reset();
 }
 
+void SessionLease::ReleaseFailed() {
+  if (session_ == nullptr) return;
+  store_->Discard(*session_);
+  session_.reset();
+}
+
 SessionStore::SessionStore(const SessionOptions& options, Metrics* metrics)
     : options_(options), metrics_(metrics) {}
 
@@ -155,6 +161,16 @@ void SessionStore::Release(const Session& session, int64_t reserved, bool comput
     bytes_ -= reserved;
   }
   PublishLocked();
+}
+
+void SessionStore::Discard(const Session& session) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session.id);
+  // Closed while the call ran: its memory went with it.
+  if (it == sessions_.end() || it->second.session.get() != &session) return;
+  ForgetLocked(session.id,
+               "closed by the server: a call on it failed part-way, which may have left "
+               "part of that call in its KV cache");
 }
 
 void SessionStore::ExpireLocked(absl::Time now) {

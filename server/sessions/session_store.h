@@ -3,7 +3,8 @@
 //
 // A call on a session leases it (SessionStore::Acquire): one call at a time (a
 // second concurrent call is refused, never interleaved), with the KV-cache bytes its
-// new tokens need reserved up front; the lease ends before the call is answered.
+// new tokens need reserved up front; the lease ends before the call is answered. A
+// call that failed part-way closes its session (SessionLease::ReleaseFailed).
 // Memory is bounded by max_bytes: when a lease needs more, idle sessions are
 // evicted, least recently used first. Idle sessions expire after `ttl` (checked on
 // every store operation). Thread-safe.
@@ -61,6 +62,12 @@ class SessionLease {
   explicit operator bool() const { return session_ != nullptr; }
   // `computed`: the call appended its tokens and committed them.
   void Release(bool computed);
+  // Ends a call whose computation failed part-way (its kernel threw): its tokens
+  // may be in the cache in part (appended to some layers, or committed with no
+  // answer sent), which no later call could tell. Closes the session, so that its
+  // next call is NOT_FOUND, saying why and to prefill again, instead of continuing
+  // from that cache.
+  void ReleaseFailed();
 
  private:
   SessionStore* store_ = nullptr;
@@ -101,6 +108,8 @@ class SessionStore {
     int64_t bytes = 0;
   };
   void Release(const Session& session, int64_t reserved, bool computed);
+  // Forgets `session` (unless already gone): its cache cannot be trusted.
+  void Discard(const Session& session);
   // Drops idle sessions past their ttl.
   void ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evicts idle sessions, oldest use first, until `need` more bytes fit. False if

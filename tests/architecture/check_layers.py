@@ -24,7 +24,9 @@ LAYERS = {
     "server/metrics": {"common", "kernels", PROTO},
     "server/models": {"common", "kernels", PROTO},
     "server/sessions": {"common", "kernels", "server/models", "server/metrics"},
-    "server/ops": {"common", "kernels", "server/models", "server/sessions", PROTO},
+    # metrics: an operation records the series only it has (server/ops/operation.h).
+    "server/ops": {"common", "kernels", "server/metrics", "server/models",
+                   "server/sessions", PROTO},
     "server/batching": {"common", "kernels"},
     "server/security": {"common"},
     "server/rpc": {"common", "kernels", "server/metrics", "server/models",

@@ -4,7 +4,6 @@
 #include <random>
 
 #include "gtest/gtest.h"
-#include "server/ops/batch_gathering.h"
 #include "tests/testing/status_matchers.h"
 
 namespace layerserve {
@@ -272,18 +271,6 @@ TEST(BatchQueuesTest, RandomArrivalsLoseNothingAndKeepOrder) {
   EXPECT_EQ(sent, received);
   EXPECT_GT(refused, 0) << "the test should also exercise a full queue";
   EXPECT_EQ(queues.size(), 0);
-}
-
-// The rule service.cc applies to BlockForward keys: only session steps whose
-// weights outgrow the last-level cache gather; stateless requests never do.
-TEST(BlockForwardGathersTest, OnlySessionStepsOfWeightsBeyondTheCache) {
-  constexpr int64_t kCache = 32 << 20;
-  EXPECT_FALSE(BlockForwardGathers(/*session_step=*/false, 45 << 20, kCache));
-  EXPECT_FALSE(BlockForwardGathers(false, 45 << 20, /*last_level_cache_bytes=*/0));
-  EXPECT_FALSE(BlockForwardGathers(true, 23 << 20, kCache));
-  EXPECT_FALSE(BlockForwardGathers(true, kCache, kCache));
-  EXPECT_TRUE(BlockForwardGathers(true, kCache + 1, kCache));
-  EXPECT_TRUE(BlockForwardGathers(true, 1, /*last_level_cache_bytes=*/0));  // Unknown.
 }
 
 }  // namespace

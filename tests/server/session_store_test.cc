@@ -161,6 +161,43 @@ TEST_F(SessionStoreTest, CloseWhileInUseFreesWhenTheCallEnds) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("was closed")));
 }
 
+// A call whose kernel threw may have appended its tokens to some layers, or
+// committed them with no answer sent: the session is closed, not continued.
+TEST_F(SessionStoreTest, FailedCallClosesItsSessionAndSaysToPrefillAgain) {
+  SessionStore store = MakeStore(int64_t{1} << 30);
+  const std::string id = *store.Open(model_, 0, 2, 0);
+  const std::string other = *store.Open(model_, 0, 2, 0);
+  Compute(*store.Acquire(id, 3), 3);
+  Compute(*store.Acquire(other, 3), 3);
+  absl::StatusOr<SessionLease> lease = store.Acquire(id, 1);
+  ASSERT_TRUE(lease.ok());
+  kernels::KvCache& cache = lease->get()->cache;
+  std::vector<float> row(cache.width());
+  cache.Append(0, row.data(), row.data(), cache.width(), 1);  // Layer 1 never came.
+  lease->ReleaseFailed();
+  EXPECT_FALSE(*lease);
+  EXPECT_EQ(store.active(), 1);
+  EXPECT_EQ(store.bytes(), 2 * BlockBytes()) << "the closed session's memory is returned";
+  EXPECT_THAT(store.Acquire(id, 1),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "session_id: session \"" + id +
+                           "\" was closed by the server: a call on it failed part-way, "
+                           "which may have left part of that call in its KV cache; open "
+                           "a new session and prefill again"));
+  EXPECT_TRUE(store.Acquire(other, 1).ok()) << "other sessions go on";
+}
+
+TEST_F(SessionStoreTest, FailedCallOnASessionClosedMeanwhileChangesNothing) {
+  SessionStore store = MakeStore(int64_t{1} << 30);
+  const std::string id = *store.Open(model_, 0, 1, 0);
+  absl::StatusOr<SessionLease> lease = store.Acquire(id, 1);
+  ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(store.Close(id).ok());
+  lease->ReleaseFailed();
+  EXPECT_THAT(store.Acquire(id, 1),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("was closed;")));
+}
+
 TEST_F(SessionStoreTest, UnknownAndOtherReplicasSessionsAreNotFound) {
   SessionStore store = MakeStore(int64_t{1} << 30);
   EXPECT_THAT(store.Acquire("replica-a.ffff", 1),

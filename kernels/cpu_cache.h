@@ -1,10 +1,12 @@
-// The size of the cache a worker's data falls back to before memory.
-#ifndef LAYERSERVE_SERVER_BATCHING_CPU_CACHE_H_
-#define LAYERSERVE_SERVER_BATCHING_CPU_CACHE_H_
+// The size of the cache a worker's data falls back to before memory: a fact of the
+// hardware the server's policies read (whether decode batches gather,
+// server/ops/block_forward.h). Thread-safe.
+#ifndef LAYERSERVE_KERNELS_CPU_CACHE_H_
+#define LAYERSERVE_KERNELS_CPU_CACHE_H_
 
 #include <cstdint>
 
-namespace layerserve {
+namespace layerserve::kernels {
 
 // Bytes of the last-level cache CPU 0 shares with the CPUs next to it (Linux sysfs:
 // the highest cache level of cpu0), or 0 if unknown. Not sysconf's
@@ -15,6 +17,6 @@ int64_t LastLevelCacheBytes();
 // Parses a sysfs cache size ("32768K", "1M", "512"); 0 if malformed.
 int64_t ParseCacheSize(const char* text);
 
-}  // namespace layerserve
+}  // namespace layerserve::kernels
 
-#endif  // LAYERSERVE_SERVER_BATCHING_CPU_CACHE_H_
+#endif  // LAYERSERVE_KERNELS_CPU_CACHE_H_

@@ -1,10 +1,10 @@
-#include "server/batching/cpu_cache.h"
+#include "kernels/cpu_cache.h"
 
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
-namespace layerserve {
+namespace layerserve::kernels {
 
 int64_t ParseCacheSize(const char* text) {
   char* end = nullptr;
@@ -45,4 +45,4 @@ int64_t LastLevelCacheBytes() {
   return bytes;
 }
 
-}  // namespace layerserve
+}  // namespace layerserve::kernels

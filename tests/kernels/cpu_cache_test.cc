@@ -1,13 +1,13 @@
 // The last-level cache size that decides whether decode batches gather
-// (server/rpc/service.cc): sysfs size strings, and the machine's own value.
-#include "server/batching/cpu_cache.h"
+// (server/ops/block_forward.h): sysfs size strings, and the machine's own value.
+#include "kernels/cpu_cache.h"
 
 #include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
 
-namespace layerserve {
+namespace layerserve::kernels {
 namespace {
 
 TEST(CpuCacheTest, ParsesSysfsSizes) {
@@ -41,4 +41,4 @@ TEST(CpuCacheTest, LastLevelIsAtLeastEveryCacheOfCpu0) {
 }
 
 }  // namespace
-}  // namespace layerserve
+}  // namespace layerserve::kernels

@@ -1,0 +1,105 @@
+// What a compute operation (one RPC of layerserve.v1.LayerService that runs a
+// kernel) tells the server, so that one generic dispatcher (server/rpc/dispatch.h)
+// serves every operation and adding an RPC means writing one struct.
+//
+// An operation is a stateless struct of static members, in its op's own header
+// (e.g. NormalizeOp in server/ops/normalize.h), usually deriving from
+// OperationDefaults. It must provide:
+//
+//   using Job = ...;        The validated request, as the kernels take it.
+//   using Request = ...;    The RPC's request and response messages.
+//   using Response = ...;
+//   static constexpr const char* kMethod;   The RPC's name ("Normalize"): the
+//                                           metrics' method label, and how error
+//                                           messages name the operation.
+//   static constexpr BatchRun kBatchRun;    How a batch of its jobs runs (below).
+//   static absl::StatusOr<Job> Parse(const Request&, const ParseContext&);
+//       Validates on the gRPC thread; every error names its field. The job may
+//       view the request's bytes: the request outlives it.
+//   static std::string BatchKey(const Job&);   What must match for jobs to share
+//                                              a batch (the batcher's queue key).
+//   static int64_t Rows(const Job&);           What a job adds to a batch (>= 1).
+//   static int64_t Elements(const Job&);       Its size for --max-request-elements.
+//   static kernels::ValueStats InputStats(const Job&, const OutputHealth&);
+//       The input's statistics, taken after the kernel (server/ops/input_stats.h).
+//   static ElementType OutputType(const Job&);
+//   kOneCallPerRequest:
+//     static OutputHealth Run(WorkerContext&, const Job&, Response*);
+//   kOneCallPerBatch:
+//     static std::vector<OutputHealth> RunBatch(WorkerContext&,
+//         const std::vector<const Job*>&, const std::vector<Response*>&);
+//
+// and may replace OperationDefaults' MayRunInline, Gathers, RecordComputed and End.
+//
+// Run and RunBatch are called on a worker thread (or inline on a gRPC thread) with
+// that thread's WorkerContext; they may throw (oneDNN's dnnl::error,
+// std::bad_alloc): the dispatcher turns that into the calls' status.
+#ifndef LAYERSERVE_SERVER_OPS_OPERATION_H_
+#define LAYERSERVE_SERVER_OPS_OPERATION_H_
+
+#include "absl/time/time.h"
+
+namespace layerserve {
+
+class Metrics;
+class ModelRepository;
+class SessionStore;
+struct OutputHealth;
+struct WorkerContext;
+
+// What parsing may use besides the request. Owned by the service; outlives every
+// call. Thread-safe.
+struct ParseContext {
+  const ModelRepository* models = nullptr;
+  SessionStore* sessions = nullptr;  // Null: no sessions (Parse refuses them).
+};
+
+// How a batch of an operation's jobs runs.
+enum class BatchRun {
+  // One kernel call per request, each timed alone. Element-wise and row-wise
+  // kernels have no per-call cost worth sharing, and concatenating would cost a
+  // copy as large as the kernel's own traffic (and change which of oneDNN or
+  // Highway runs, so the bits). A request whose call throws fails alone.
+  kOneCallPerRequest,
+  // The whole batch in one call, timed as a batch: its requests share the cost of
+  // streaming weights (BlockForward's linear layers). A throw fails every request
+  // of the batch.
+  kOneCallPerBatch,
+};
+
+// How a job ends (OperationDefaults::End).
+enum class JobOutcome {
+  kNotComputed,  // Refused, cancelled or expired before its kernel ran.
+  kComputed,     // Its kernel ran and its response is filled.
+  kFailed,       // Its kernel (or the batch's) threw: it may have run part-way.
+};
+
+// The members most operations share. Templates, so they fit any Job.
+struct OperationDefaults {
+  // Whether a small job may run on the gRPC thread that received it when a worker
+  // is idle (the dispatcher's inline policy, server/rpc/dispatch.h). True: a job
+  // that runs as its own kernel call gains nothing from waiting for company.
+  template <typename Job>
+  static bool MayRunInline(const Job&) {
+    return true;
+  }
+  // Whether the batch after a held batch of this job's key gathers
+  // (BatchTask::gathers()).
+  template <typename Job>
+  static bool Gathers(const Job&) {
+    return false;
+  }
+  // Records what this operation measures beyond every operation's metrics, once
+  // its job is computed; `call_elapsed`: since the call was accepted.
+  template <typename Job>
+  static void RecordComputed(const Job&, const OutputHealth&, absl::Duration, Metrics&) {}
+  // Ends what a job holds beyond its answer (a session lease) just before its call
+  // is answered, so the client's next call finds it free. Called once per job the
+  // dispatcher accepted past Parse.
+  template <typename Job>
+  static void End(Job&, JobOutcome) {}
+};
+
+}  // namespace layerserve
+
+#endif  // LAYERSERVE_SERVER_OPS_OPERATION_H_

@@ -1,0 +1,279 @@
+// The one path of every compute RPC, generic over its operation (an Op of
+// server/ops/operation.h; nothing here names one): Dispatch<Op> refuses while
+// draining, parses, checks the element limit, then runs the job on this thread or
+// queues it under its batch key; OperationTask<Op> carries the job and its Call to a
+// worker, which runs the batch the Op's way (BatchRun) and answers every call in it.
+//
+// The exception boundary: an exception from a parse, a kernel or an allocation
+// (oneDNN's dnnl::error, std::bad_alloc) becomes the status of the calls it
+// concerns (StatusOfCurrentException) and the server goes on serving. A request
+// whose own kernel call threw fails alone; a batch run as one call fails whole. Its
+// jobs end as JobOutcome::kFailed (a session step closes its session). Every call
+// is answered exactly once: the Call handle travels with the job, and answers
+// INTERNAL if dropped unanswered.
+//
+// Dispatch runs on gRPC's callback threads; RunServedBatch is the Batcher's process
+// callback, on a worker (or inline, on the gRPC thread).
+#ifndef LAYERSERVE_SERVER_RPC_DISPATCH_H_
+#define LAYERSERVE_SERVER_RPC_DISPATCH_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "server/batching/batcher.h"
+#include "server/metrics/metrics.h"
+#include "server/ops/operation.h"
+#include "server/ops/tensor_codec.h"
+#include "server/ops/worker_context.h"
+#include "server/rpc/call.h"
+#include "server/rpc/call_tracker.h"
+#include "server/rpc/exception_status.h"
+#include "server/rpc/grpc_status.h"
+
+namespace layerserve {
+
+// Requests of at most this many values may run on the gRPC thread that received
+// them (Dispatch): 1 MiB of float32. Waking a worker for such a request cost
+// 31-62 µs here, as much as a norm's kernel on it; the slowest kernel at this size
+// (GELU, ~0.2 ms) holds the gRPC thread less than receiving the message took.
+// Larger requests go to a worker: gRPC has only a few callback threads (two on two
+// cores), and milliseconds of compute on them stall every other call's I/O.
+// Running 16 MiB norms here, even one at a time, saved their 45-60 µs hand-off but
+// cost concurrent 1 KiB calls 8% of their throughput and 16% on their p99
+// (docs/perf/2026-11-30-serving-overhead.md, "Running 16 MiB requests on the gRPC
+// thread too").
+inline constexpr int64_t kMaxInlineElements = 262144;
+
+// What Dispatch uses of the service that owns it (LayerServiceImpl, or a test's):
+// every pointer outlives every call.
+struct DispatchContext {
+  Metrics* metrics = nullptr;
+  CallTracker* calls = nullptr;
+  // Set: new calls are answered UNAVAILABLE.
+  const std::atomic<bool>* draining = nullptr;
+  // Its process callback must be RunServedBatch.
+  Batcher<WorkerContext>* batcher = nullptr;
+  ParseContext parse;
+  // Largest tensor a request may carry or ask for, in values (--max-request-elements).
+  int64_t max_request_elements = 0;
+  // Largest response gRPC will send (--max-message-bytes).
+  int64_t max_response_bytes = 0;
+};
+
+// A validated request waiting in the batcher, with the call it answers.
+class ServedTask : public BatchTask {
+ public:
+  // Runs `batch` (this task and the others of its key, all of one operation) and
+  // answers every call in it, whatever throws.
+  virtual void RunBatch(WorkerContext& worker, Batch& batch,
+                        Metrics& metrics) noexcept = 0;
+  // Answers `status` without computing (the batcher did not take the task).
+  virtual void Refuse(const grpc::Status& status) = 0;
+};
+
+// The Batcher's process callback: runs a batch of ServedTasks. Never throws.
+inline void RunServedBatch(WorkerContext& worker, Batch& batch, Metrics& metrics) {
+  static_cast<ServedTask&>(*batch.front()).RunBatch(worker, batch, metrics);
+}
+
+template <typename Op>
+class OperationTask final : public ServedTask {
+ public:
+  using Job = typename Op::Job;
+  using Response = typename Op::Response;
+
+  OperationTask(Call call, Job job, Response* response, int64_t max_response_bytes)
+      : call_(std::move(call)),
+        job_(std::move(job)),
+        response_(response),
+        rows_(Op::Rows(job_)),
+        max_response_bytes_(max_response_bytes) {}
+
+  int64_t rows() const override { return rows_; }
+  // Asked once per batch, of its first task.
+  bool gathers() const override { return Op::Gathers(job_); }
+
+  void Refuse(const grpc::Status& status) override {
+    Answer(JobOutcome::kNotComputed, status);
+  }
+
+  void RunBatch(WorkerContext& worker, Batch& batch, Metrics& metrics) noexcept override {
+    try {
+      RunBatchOrThrow(worker, batch, metrics);
+    } catch (...) {
+      // The batch's call (kOneCallPerBatch), or the work around the kernels, threw:
+      // every call not answered yet fails with it.
+      const grpc::Status failed = StatusOfCurrentException(Op::kMethod);
+      for (auto& task : batch) static_cast<OperationTask&>(*task).Fail(failed);
+    }
+  }
+
+ private:
+  void RunBatchOrThrow(WorkerContext& worker, Batch& batch, Metrics& metrics) {
+    const absl::Time start = absl::Now();
+    int64_t rows = 0;
+    std::vector<OperationTask*> live;
+    live.reserve(batch.size());
+    for (auto& task : batch) {
+      auto* t = static_cast<OperationTask*>(task.get());
+      rows += t->rows_;
+      metrics.Queued(Op::kMethod, start - t->enqueued());
+      // Expired or cancelled while queued: answered, never computed.
+      const grpc::Status wanted = t->call_.CheckStillWanted();
+      if (wanted.ok()) {
+        live.push_back(t);
+      } else {
+        t->Answer(JobOutcome::kNotComputed, wanted);
+      }
+    }
+    metrics.BatchTaken(Op::kMethod, static_cast<int64_t>(batch.size()), rows);
+    if (live.empty()) return;
+    if constexpr (Op::kBatchRun == BatchRun::kOneCallPerBatch) {
+      std::vector<const Job*> jobs;
+      std::vector<Response*> responses;
+      for (OperationTask* t : live) {
+        jobs.push_back(&t->job_);
+        responses.push_back(t->response_);
+      }
+      const std::vector<OutputHealth> health = Op::RunBatch(worker, jobs, responses);
+      const absl::Duration took = absl::Now() - start;
+      for (size_t i = 0; i < live.size(); ++i) live[i]->Done(health[i], took, metrics);
+    } else {
+      static_assert(Op::kBatchRun == BatchRun::kOneCallPerRequest);
+      for (OperationTask* t : live) {
+        try {
+          const absl::Time begin = absl::Now();
+          const OutputHealth health = Op::Run(worker, t->job_, t->response_);
+          t->Done(health, absl::Now() - begin, metrics);
+        } catch (...) {
+          // Its own kernel call: the others of the batch go on.
+          t->Fail(StatusOfCurrentException(Op::kMethod));
+        }
+      }
+    }
+  }
+
+  void Done(const OutputHealth& health, absl::Duration took, Metrics& metrics) {
+    const char* method = Op::kMethod;
+    metrics.Computed(method, took);
+    metrics.InputValues(method, Op::InputStats(job_, health));
+    metrics.OutputValues(method, health.stats);
+    metrics.Saturated(Op::OutputType(job_), health.saturated);
+    metrics.ZeroVarianceRows(health.zero_variance_rows);
+    Op::RecordComputed(job_, health, call_.elapsed(), metrics);
+    // gRPC would refuse to send it and the client would see a transport error
+    // with no numbers; say what happened instead.
+    const int64_t bytes = static_cast<int64_t>(response_->ByteSizeLong());
+    if (bytes > max_response_bytes_) {
+      response_->Clear();
+      Answer(JobOutcome::kComputed,
+             grpc::Status(
+                 grpc::StatusCode::RESOURCE_EXHAUSTED,
+                 absl::StrCat("response too large: ", bytes,
+                              " bytes, over the server's limit of ", max_response_bytes_,
+                              " (--max-message-bytes); ask for less per "
+                              "request (fewer rows, a 16-bit output_dtype)")));
+      return;
+    }
+    Answer(JobOutcome::kComputed, grpc::Status::OK);
+  }
+
+  // Ends the job, then answers its call; nothing if already answered.
+  void Answer(JobOutcome outcome, const grpc::Status& status) {
+    if (!call_.pending()) return;
+    Op::End(job_, outcome);
+    call_.Finish(status);
+  }
+
+  // Answer(kFailed, status), from a catch block: whatever End throws, the call is
+  // answered.
+  void Fail(const grpc::Status& status) noexcept {
+    if (!call_.pending()) return;
+    try {
+      Op::End(job_, JobOutcome::kFailed);
+    } catch (...) {
+    }
+    call_.Finish(status);
+  }
+
+  Call call_;
+  Job job_;
+  Response* const response_;
+  const int64_t rows_;
+  const int64_t max_response_bytes_;
+};
+
+// The shape of every compute RPC: refuse while draining, validate, check the
+// element limit, run here or queue under the job's batch key. Returns the reactor
+// gRPC waits on; the call may be answered before or after.
+template <typename Op>
+grpc::ServerUnaryReactor* Dispatch(const DispatchContext& service,
+                                   grpc::CallbackServerContext* context,
+                                   const typename Op::Request& request,
+                                   typename Op::Response* response) {
+  Call call(context, Op::kMethod, service.metrics, service.calls, &request, response);
+  grpc::ServerUnaryReactor* const reactor = call.reactor();
+  // Holds the call once made.
+  std::unique_ptr<BatchTask> task;
+  try {
+    if (service.draining->load()) {
+      call.Finish(DrainingStatus());
+      return reactor;
+    }
+    absl::StatusOr<typename Op::Job> job = Op::Parse(request, service.parse);
+    if (!job.ok()) {
+      call.Finish(ToGrpcStatus(job.status()));
+      return reactor;
+    }
+    const int64_t elements = Op::Elements(*job);
+    if (elements > service.max_request_elements) {
+      Op::End(*job, JobOutcome::kNotComputed);
+      call.Finish(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("request too large: ", elements,
+                       " values, over the server's limit "
+                       "of ",
+                       service.max_request_elements,
+                       " (--max-request-elements); split it into smaller requests")));
+      return reactor;
+    }
+    const std::string key = Op::BatchKey(*job);
+    // Small requests run here when a worker is idle: the hand-off would cost more
+    // than their kernel, and, run as their own kernel call, they gain nothing from
+    // waiting for company. Ops whose requests share a call say so (MayRunInline).
+    const bool may_run_inline = Op::MayRunInline(*job) && elements <= kMaxInlineElements;
+    task = std::make_unique<OperationTask<Op>>(std::move(call), std::move(*job), response,
+                                               service.max_response_bytes);
+    if (may_run_inline && service.batcher->TryRunInline(task)) return reactor;
+    const absl::Status queued = service.batcher->Schedule(key, task);
+    if (!queued.ok()) {
+      // Still ours: the batcher took nothing.
+      static_cast<ServedTask&>(*task).Refuse(
+          queued.code() == absl::StatusCode::kUnavailable ? DrainingStatus()
+                                                          : ToGrpcStatus(queued));
+    }
+  } catch (...) {
+    // A parse or an allocation threw on this thread; nothing was computed.
+    if (task != nullptr) {
+      static_cast<ServedTask&>(*task).Refuse(StatusOfCurrentException(Op::kMethod));
+    } else {
+      call.FinishWithCurrentException();
+    }
+  }
+  return reactor;
+}
+
+}  // namespace layerserve
+
+#endif  // LAYERSERVE_SERVER_RPC_DISPATCH_H_
