@@ -86,7 +86,9 @@ void FailToAllocate() {
 #ifdef LAYERSERVE_TEST_SANITIZED
   throw std::bad_alloc();
 #else
-  float* huge = new float[size_t{1} << 60];
+  // Not a constant: clang rejects a constant array size this large at compile time.
+  volatile size_t elements = size_t{1} << 60;
+  float* huge = new float[elements];
   // Escapes, so the compiler may not elide the allocation.
   allocation_sink.store(huge);
   delete[] huge;
