@@ -54,8 +54,9 @@ const char* DtypeLabel(ElementType type) {
   return "float32";
 }
 
-// The codes LayerService's handlers answer with (DESIGN.md, "Errors"; service.cc
-// and what its parsers return). Codes that gRPC answers before a handler runs
+// The codes LayerService's handlers answer with (DESIGN.md, "Errors"; server/rpc/
+// and what the ops' parsers return; INTERNAL for a kernel that threw,
+// server/rpc/exception_status.h). Codes that gRPC answers before a handler runs
 // (UNAUTHENTICATED, a message over the size limit) are not counted at all.
 constexpr grpc::StatusCode kAnsweredCodes[] = {
     grpc::StatusCode::OK,
@@ -67,6 +68,7 @@ constexpr grpc::StatusCode kAnsweredCodes[] = {
     grpc::StatusCode::ABORTED,
     grpc::StatusCode::OUT_OF_RANGE,
     grpc::StatusCode::RESOURCE_EXHAUSTED,
+    grpc::StatusCode::INTERNAL,
     grpc::StatusCode::UNAVAILABLE,
 };
 

@@ -44,11 +44,17 @@ const std::vector<std::string> kValueCheckedMethods = {"Normalize", "PositionalE
                                                        "Activate", "BlockForward"};
 // The codes the dashboard's and alerts' error ratio select, and those DESIGN.md
 // names: each must have a series per method.
-const std::vector<std::string> kCodes = {
-    "OK",           "INVALID_ARGUMENT",   "NOT_FOUND",
-    "OUT_OF_RANGE", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED",
-    "CANCELLED",    "UNAVAILABLE",        "FAILED_PRECONDITION",
-    "ABORTED"};
+const std::vector<std::string> kCodes = {"OK",
+                                         "INVALID_ARGUMENT",
+                                         "NOT_FOUND",
+                                         "OUT_OF_RANGE",
+                                         "RESOURCE_EXHAUSTED",
+                                         "DEADLINE_EXCEEDED",
+                                         "CANCELLED",
+                                         "UNAVAILABLE",
+                                         "FAILED_PRECONDITION",
+                                         "ABORTED",
+                                         "INTERNAL"};
 
 TEST(MetricsTest, RequestCountersOfEveryMethodAndCodeStartAtZero) {
   const Metrics metrics;
