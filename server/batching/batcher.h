@@ -42,7 +42,8 @@ namespace layerserve {
 template <typename Context>
 class Batcher : public kernels::ParallelFor {
  public:
-  // Runs one closed batch; must finish (answer) every task in it.
+  // Runs one closed batch; must finish (answer) every task in it, and must not
+  // throw (a worker's place would be lost; the server's catches everything).
   using ProcessBatch = std::function<void(Context&, Batch&)>;
   // Told the number of waiting tasks whenever it changes (under the batcher's lock:
   // keep it cheap, e.g. a gauge).
@@ -81,6 +82,12 @@ class Batcher : public kernels::ParallelFor {
   // as a worker until it returns. Else returns false and leaves `task` with the
   // caller. Never waits for anything but the task itself.
   bool TryRunInline(std::unique_ptr<BatchTask>& task) {
+    // One per calling thread (gRPC's callback threads), built on first use. Built,
+    // and the batch's room allocated, before a place is taken: if either throws,
+    // no place is lost and the task stays with the caller.
+    static thread_local Context context;
+    Batch batch;
+    batch.reserve(1);
     {
       absl::MutexLock lock(&mu_);
       if (stopping_ || queues_.size() > 0 || running_ + helping_ >= num_threads_)
@@ -88,9 +95,6 @@ class Batcher : public kernels::ParallelFor {
       ++running_;
     }
     task->enqueued_ = absl::Now();
-    // One per calling thread (gRPC's callback threads), built on first use.
-    static thread_local Context context;
-    Batch batch;
     batch.push_back(std::move(task));
     process_(context, batch);
     absl::MutexLock lock(&mu_);
