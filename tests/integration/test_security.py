@@ -7,7 +7,7 @@ import socket
 import subprocess
 import urllib.error
 import urllib.request
-from types import SimpleNamespace
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -17,55 +17,22 @@ from grpc_std import health_pb2, health_pb2_grpc
 from grpc_std import reflection_pb2, reflection_pb2_grpc
 from layerserve.v1 import layerserve_pb2 as pb
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
+from pki import TOKENS, make_pki, openssl
 from server_process import CLI, SERVER, ServerProcess
 from wire import array_tensor, values
 
-TOKENS = ["s3cret-token-one-0123456789abcdef", "s3cret-token-two-fedcba9876543210"]
 MISSING = ('missing credentials: this server requires "authorization: Bearer <token>" '
            "metadata")
 INVALID = "invalid bearer token"
 
 
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def make_ca(directory, name):
-    openssl("req", "-x509", "-new", "-newkey", "ec", "-pkeyopt",
-            "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", f"{name}.key", "-out",
-            f"{name}.crt", "-days", "2", "-subj", f"/CN={name}",
-            "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=directory)
-
-
-def make_leaf(directory, name, ca, extensions):
-    """A key and a certificate for `name` signed by `ca`."""
-    (directory / f"{name}.ext").write_text("basicConstraints=CA:FALSE\n" + extensions)
-    openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}",
-            cwd=directory)
-    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
-            "-CAcreateserial", "-days", "2", "-out", f"{name}.crt",
-            "-extfile", f"{name}.ext", cwd=directory)
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    """Paths (str) and PEM bytes of: ca, server (127.0.0.1), client (signed by ca),
-    other_ca and stranger (a client certificate signed by other_ca)."""
-    d = tmp_path_factory.mktemp("pki")
-    make_ca(d, "ca")
-    make_ca(d, "other_ca")
-    make_leaf(d, "server", "ca", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
-    make_leaf(d, "client", "ca", "extendedKeyUsage=clientAuth\n")
-    make_leaf(d, "stranger", "other_ca", "extendedKeyUsage=clientAuth\n")
-    files = {f"{n}_{kind}": str(d / f"{n}.{kind}")
-             for n in ["ca", "other_ca", "server", "client", "stranger"] for kind in ["crt", "key"]}
-    pem = {k: open(v, "rb").read() for k, v in files.items()}
-    tokens = d / "tokens"
-    # Comments, blank lines, indentation and CRLF line ends are allowed.
-    tokens.write_text(f"# layerserve tokens\n\n{TOKENS[0]}\r\n   {TOKENS[1]}   \n")
-    return SimpleNamespace(dir=d, tokens=str(tokens), pem=pem, **files)
+    """tests/testing/pki.py's files: ca, server (127.0.0.1), client (signed by ca),
+    other_ca and stranger (a client certificate signed by other_ca), tokens."""
+    made = make_pki(tmp_path_factory.mktemp("pki"))
+    made.dir = Path(made.dir)
+    return made
 
 
 def credentials(pki, root="ca", client=None):
