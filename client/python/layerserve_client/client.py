@@ -16,6 +16,7 @@ import grpc
 import numpy as np
 
 from . import health
+from .auth import BearerToken, channel_credentials
 from ._stubs import pb, pb_grpc
 from .errors import LayerServeError
 from .results import BlockForwardResult, ModelInfo, NormalizeResult, RopeResult
@@ -145,7 +146,15 @@ class Client:
     target: "host:port", any gRPC target URI, or a list of "IP:port" replicas
         (spread over with round_robin).
     credentials: grpc.ChannelCredentials (e.g. grpc.ssl_channel_credentials(...))
-        for TLS; None = plaintext.
+        for TLS; None = plaintext unless tls_* files are given.
+    tls_ca, tls_cert, tls_key: TLS from PEM files instead of `credentials` (not
+        both): the CA to trust (default the system's) and, for a server with
+        --tls-client-ca, the client certificate and its key (both or neither).
+    token, token_file: a bearer token, or a file holding one (read once, here;
+        surrounding whitespace stripped); not both. Sent as "authorization:
+        Bearer ..." on every LayerService call, sessions' included; not on
+        health(), which the server answers without one. Over plaintext it travels
+        in clear. Never shown in a repr or an error.
     timeout: default deadline of each call in seconds (None: none), covering its
         retries. Each method takes its own `timeout` too.
     retry: how UNAVAILABLE is retried (RetryPolicy(max_attempts=1): never).
@@ -158,6 +167,8 @@ class Client:
 
     def __init__(self, target: Union[str, Sequence[str]] = DEFAULT_TARGET, *,
                  credentials: Optional[grpc.ChannelCredentials] = None,
+                 token: Optional[str] = None, token_file=None,
+                 tls_ca=None, tls_cert=None, tls_key=None,
                  timeout: Optional[float] = 30.0,
                  retry: RetryPolicy = RetryPolicy(),
                  load_balancing: Optional[str] = None,
@@ -166,6 +177,9 @@ class Client:
                  sleep: Callable[[float], None] = time.sleep,
                  rng: Optional[random.Random] = None):
         address = channel_target(target)
+        # Arguments first: a mistake raises before a channel exists.
+        credentials = channel_credentials(credentials, tls_ca, tls_cert, tls_key)
+        self._token = BearerToken.from_arguments(token, token_file)
         if load_balancing is None and not isinstance(target, str) and len(target) > 1:
             load_balancing = "round_robin"
         channel_options = [
@@ -212,11 +226,17 @@ class Client:
     # ---- one place where calls are made
 
     def _call(self, method: Callable, request, timeout, *, session_id: str = "",
-              retry: Optional[RetryPolicy] = None):
+              retry: Optional[RetryPolicy] = None, authorize: bool = True):
         """method(request) under the retry policy and deadline; with a session_id
-        the call carries it in the x-layerserve-session header."""
+        the call carries it in the x-layerserve-session header, and unless
+        authorize is False the Client's bearer token (if any)."""
         timeout = self.timeout if timeout is _UNSET else timeout
-        metadata = ((SESSION_HEADER, session_id),) if session_id else None
+        metadata = ()
+        if authorize and self._token is not None:
+            metadata += self._token.metadata
+        if session_id:
+            metadata += ((SESSION_HEADER, session_id),)
+        metadata = metadata or None
         return call_with_retries(
             lambda remaining: method(request, timeout=remaining, metadata=metadata),
             retry or self.retry, timeout, self._sleep, self._rng)
@@ -451,8 +471,11 @@ class Client:
         "layerserve.v1.LayerService"): SERVING, NOT_SERVING (draining), or
         SERVICE_UNKNOWN for a service the server does not know."""
         try:
+            # No token: the server answers health checks without one, and a probe
+            # has no business carrying a secret.
             response = self._call(self._health_check,
-                                  health.HealthCheckRequest(service=service), timeout)
+                                  health.HealthCheckRequest(service=service), timeout,
+                                  authorize=False)
         except LayerServeError as error:
             if error.code == grpc.StatusCode.NOT_FOUND:  # health.proto's "unknown"
                 return "SERVICE_UNKNOWN"
