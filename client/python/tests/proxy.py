@@ -4,7 +4,8 @@ It forwards every unary call's bytes untouched to `upstream`, but first can fail
 first `fail_first` calls with `fail_code`, and delay each call by `delay` seconds.
 It counts the calls it received per method, so a test sees how often the client sent,
 and records each call's x-layerserve-session header (`sessions`: (method, value or
-None)), passing it on.
+None)), passing it on, and its authorization header (`authorization`: (method,
+value or None)), not passed on.
 Listens on 127.0.0.1, on `port` (0: the OS picks), with TLS if server_credentials.
 """
 import threading
@@ -23,6 +24,7 @@ class FlakyProxy:
         self.delay = delay
         self.calls = {}
         self.sessions = []
+        self.authorization = []
         self._lock = threading.Lock()
         self._upstream = grpc.insecure_channel(upstream)
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
@@ -41,9 +43,12 @@ class FlakyProxy:
             return sum(n for m, n in self.calls.items() if m.endswith(method_suffix))
 
     def _forward(self, method, request: bytes, context) -> bytes:
-        header = dict(context.invocation_metadata()).get("x-layerserve-session")
+        received = dict(context.invocation_metadata())
+        header = received.get("x-layerserve-session")
         with self._lock:
             self.sessions.append((method.rsplit("/", 1)[-1], header))
+            self.authorization.append((method.rsplit("/", 1)[-1],
+                                       received.get("authorization")))
             self.calls[method] = self.calls.get(method, 0) + 1
             seen = sum(self.calls.values())
         if self.delay:
