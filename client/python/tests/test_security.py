@@ -95,7 +95,8 @@ def test_the_right_token_is_served(token_server, token_file):
         assert client.get_model(MODEL).name == MODEL
 
 
-@pytest.mark.parametrize("token, details", [(None, MISSING), (WRONG, INVALID)])
+@pytest.mark.parametrize("token, details", [(None, MISSING), (WRONG, INVALID)],
+                         ids=["missing", "wrong"])  # No token in a test name.
 def test_a_wrong_or_missing_token_is_unauthenticated(token_server, token, details):
     with Client(token_server.target, token=token) as client:
         with pytest.raises(LayerServeError) as error:
@@ -244,7 +245,7 @@ FAILING_PROGRAM = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("token", [WRONG, TOKENS[0]])
+@pytest.mark.parametrize("token", [WRONG, TOKENS[0]], ids=["wrong token", "right token"])
 def test_no_token_in_a_failing_programs_output(token_server, token):
     """A program whose call fails with an uncaught LayerServeError (wrong token; or
     the right one and an unknown model) prints no token: stdout and stderr are
