@@ -40,10 +40,16 @@ type Client struct {
 }
 
 // Dial connects to target ("host:port"). Without options the connection is
-// plaintext; pass grpc.WithTransportCredentials(...) for TLS (later options win).
+// plaintext. For a secured server pass WithToken or WithTokenFile (a bearer token)
+// and WithTLSFiles (TLS, with a client certificate for mutual TLS), see security.go;
+// grpc's own options go in the same list (later options win). A bad security option
+// (an unreadable file, two tokens) is Dial's error.
 func Dial(target string, opts ...grpc.DialOption) (*Client, error) {
+	if err := checkSecurityOptions(opts); err != nil {
+		return nil, err
+	}
 	defaults := []grpc.DialOption{
-		grpc.WithInsecure(),
+		grpc.WithTransportCredentials(plaintext{}), // Not WithInsecure: see plaintext.go.
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(DefaultMaxMessageBytes),
 			grpc.MaxCallSendMsgSize(DefaultMaxMessageBytes)),
 	}
@@ -112,6 +118,22 @@ func (c *Client) GetModel(ctx context.Context, name string) (*pb.ModelInfo, erro
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
 	return c.Stub.GetModel(ctx, &pb.GetModelRequest{Name: name})
+}
+
+// OpenSession opens a KV-cache session for incremental decoding; pass its
+// SessionId in BlockForward requests.
+func (c *Client) OpenSession(ctx context.Context, req *pb.OpenSessionRequest) (*pb.OpenSessionResponse, error) {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	return c.Stub.OpenSession(ctx, req)
+}
+
+// CloseSession frees a session's cache; NOT_FOUND if it is unknown or expired.
+func (c *Client) CloseSession(ctx context.Context, sessionID string) error {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	_, err := c.Stub.CloseSession(ctx, &pb.CloseSessionRequest{SessionId: sessionID})
+	return err
 }
 
 // Health is grpc.health.v1 Check: SERVING while the server accepts work,

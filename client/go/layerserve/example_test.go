@@ -10,13 +10,20 @@ import (
 	"testing"
 )
 
-func TestExampleCommand(t *testing.T) {
+// buildExample builds the example command into a temporary directory.
+func buildExample(t *testing.T) string {
+	t.Helper()
 	binary := filepath.Join(t.TempDir(), "layerserve-example")
 	// The go that built this test, with its GOPATH environment; the cache makes it quick.
 	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", binary, "layerserve/client/go/cmd/layerserve-example")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	return binary
+}
+
+func TestExampleCommand(t *testing.T) {
+	binary := buildExample(t)
 	out, err := exec.Command(binary, "-target", target).CombinedOutput()
 	if err != nil {
 		t.Fatalf("example: %v\n%s", err, out)

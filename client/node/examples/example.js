@@ -4,13 +4,29 @@
 // small batch checked against the formula, and a one-block forward pass.
 //
 //   cd client/node && npm ci
-//   node examples/example.js [--target 127.0.0.1:50051]
+//   node examples/example.js [--target 127.0.0.1:50051] [--token-file F]
+//                            [--tls-ca CA.crt] [--tls-cert C.crt --tls-key C.key]
+// For a secured server: --token-file for --auth-token-file, --tls-ca for --tls-cert,
+// --tls-cert/--tls-key for --tls-client-ca.
 const {LayerClient, status, toTensor, fromTensor} = require('..');
 
+// The value after --name, or undefined.
+function flag(name) {
+  const at = process.argv.indexOf(name);
+  return at > 0 ? process.argv[at + 1] : undefined;
+}
+
 async function main() {
-  const at = process.argv.indexOf('--target');
-  const target = at > 0 ? process.argv[at + 1] : '127.0.0.1:50051';
-  const client = new LayerClient(target, {deadlineMs: 10000});
+  const target = flag('--target') ?? '127.0.0.1:50051';
+  let client;
+  try {
+    client = new LayerClient(target, {deadlineMs: 10000, tokenFile: flag('--token-file'),
+                                      tlsCa: flag('--tls-ca'), tlsCert: flag('--tls-cert'),
+                                      tlsKey: flag('--tls-key')});
+  } catch (error) {  // A bad option or an unreadable file (the message never holds the token).
+    console.error(`error: ${error.message}`);
+    return 1;
+  }
   try {
     console.log(`health: ${await client.health()}`);
     for (const m of await client.listModels()) {

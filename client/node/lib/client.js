@@ -11,6 +11,7 @@
 // message, e.g. "input.data: shape [3,5] FLOAT32 needs 60 bytes, got 56"), `metadata`.
 const grpc = require('@grpc/grpc-js');
 const {loadLayerServe, loadHealth} = require('./proto');
+const {resolveToken, resolveCredentials, bearerInterceptor} = require('./security');
 
 const DEFAULT_DEADLINE_MS = 30000;
 // The server's default --max-message-bytes; grpc-js would otherwise refuse replies
@@ -20,19 +21,34 @@ const DEFAULT_MAX_MESSAGE_BYTES = 256 << 20;
 class LayerClient {
   // target: "host:port". options:
   //   deadlineMs       default per-call deadline (30 s); each call may pass its own.
-  //   credentials      grpc.credentials.createSsl(...) for TLS; insecure by default.
+  //   token            a bearer token, sent as "authorization: Bearer <token>" on every
+  //                    LayerService call (not on health, which the server leaves open).
+  //   tokenFile        a file holding the token, read once here; surrounding whitespace
+  //                    is dropped. Give token or tokenFile, not both.
+  //   tlsCa            PEM file of the CA that signed the server's certificate: TLS.
+  //   tlsCert, tlsKey  PEM files of a client certificate and its key, both or neither
+  //                    (for a server with --tls-client-ca): TLS with that certificate.
+  //   credentials      grpc.credentials.createSsl(...) for TLS built by hand; plaintext
+  //                    when neither it nor a tls* option is given; not with tls*.
+  // A bad combination, or a file that cannot be read, throws an Error naming the
+  // options and the path (never the token).
   //   maxMessageBytes  send and receive limit (256 MiB, the server's default).
   //   protoDir, healthProto   where the .proto files are (see proto.js).
   constructor(target, options = {}) {
     const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
-    const credentials = options.credentials ?? grpc.credentials.createInsecure();
+    const token = resolveToken(options);
+    const credentials = resolveCredentials(options);
     const {LayerService} = loadLayerServe(options.protoDir);
     this.deadlineMs = options.deadlineMs ?? DEFAULT_DEADLINE_MS;
     this.stub = new LayerService(target, credentials, {
       'grpc.max_receive_message_length': maxBytes,
       'grpc.max_send_message_length': maxBytes,
+      // The token is added by this stub's interceptor, so it rides on every
+      // LayerService call, sessions included, and on calls made on this.stub directly.
+      ...(token === null ? {} : {interceptors: [bearerInterceptor(token)]}),
     });
-    // The health stub rides on the same channel (one connection to the server).
+    // The health stub rides on the same channel (one connection to the server),
+    // without the interceptor: the health check carries no token.
     const {Health} = loadHealth(options.healthProto);
     this.healthStub = new Health(target, credentials,
                                  {channelOverride: this.stub.getChannel()});
@@ -65,6 +81,17 @@ class LayerClient {
   // name '' = the server's default model. NOT_FOUND if unknown.
   getModel(name = '', callOptions) {
     return this._unary(this.stub, 'GetModel', {name}, callOptions);
+  }
+
+  // OpenSession: a KV-cache session for incremental decoding; resolves to
+  // {session_id, ttl_ms}. Pass session_id in blockForward requests.
+  openSession(request, callOptions) {
+    return this._unary(this.stub, 'OpenSession', request, callOptions);
+  }
+
+  // CloseSession: frees the session's cache. NOT_FOUND if unknown or expired.
+  async closeSession(sessionId, callOptions) {
+    await this._unary(this.stub, 'CloseSession', {session_id: sessionId}, callOptions);
   }
 
   // grpc.health.v1 Check: resolves to 'SERVING' or 'NOT_SERVING' ('' = the server;

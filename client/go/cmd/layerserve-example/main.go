@@ -2,7 +2,11 @@
 // models, RMSNorm of a small batch checked against the formula, and a one-block
 // forward pass of the default model sent as bfloat16.
 //
-//	layerserve-example [-target 127.0.0.1:50051] [-timeout 10s]
+//	layerserve-example [-target 127.0.0.1:50051] [-timeout 10s] [-token-file F]
+//	                   [-tls-ca CA.crt] [-tls-cert C.crt -tls-key C.key]
+//
+// For a secured server: -token-file for --auth-token-file, -tls-ca for --tls-cert,
+// -tls-cert and -tls-key for --tls-client-ca.
 package main
 
 import (
@@ -13,6 +17,7 @@ import (
 	"os"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -23,13 +28,24 @@ import (
 func main() {
 	target := flag.String("target", "127.0.0.1:50051", "layerserve address host:port")
 	timeout := flag.Duration("timeout", 10*time.Second, "deadline of each call")
+	tokenFile := flag.String("token-file", "", "file holding the server's bearer token")
+	tlsCA := flag.String("tls-ca", "", "PEM CA of the server's certificate: connect with TLS")
+	tlsCert := flag.String("tls-cert", "", "PEM client certificate (with -tls-key): mutual TLS")
+	tlsKey := flag.String("tls-key", "", "PEM key of -tls-cert")
 	flag.Parse()
-	os.Exit(run(*target, *timeout))
+	var opts []grpc.DialOption
+	if *tokenFile != "" {
+		opts = append(opts, layerserve.WithTokenFile(*tokenFile))
+	}
+	if *tlsCA != "" || *tlsCert != "" || *tlsKey != "" {
+		opts = append(opts, layerserve.WithTLSFiles(*tlsCA, *tlsCert, *tlsKey))
+	}
+	os.Exit(run(*target, *timeout, opts))
 }
 
-func run(target string, timeout time.Duration) int {
-	client, err := layerserve.Dial(target)
-	if err != nil {
+func run(target string, timeout time.Duration, opts []grpc.DialOption) int {
+	client, err := layerserve.Dial(target, opts...)
+	if err != nil { // A bad option or an unreadable file (the message never holds the token).
 		fmt.Fprintln(os.Stderr, "error:", err)
 		return 1
 	}
