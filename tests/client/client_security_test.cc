@@ -3,6 +3,7 @@
 // file, on session calls, not needed for Health), mutual TLS (a client certificate
 // from the server's CA, none, another CA's), and the security options that
 // Client::Create refuses. The token never shows in a status the client returns.
+// In process: which calls carry the token (all but Health).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/cpp/client.h"
 #include "client/cpp/tensor_util.h"
@@ -304,6 +306,63 @@ TEST_F(ClientSecurityTest, CreateRefusesContradictoryOrUnreadableSecurityOptions
   absl::StatusOr<std::unique_ptr<Client>> refused = Client::Create(spaced);
   EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("token:")));
   EXPECT_THAT(refused.status().ToString(), Not(HasSubstr(kToken)));
+}
+
+// What the client sends: an in-process server that records the authorization
+// metadata of each call (the real server strips it before any handler runs).
+class RecordingService final : public v1::LayerService::Service,
+                               public grpc::health::v1::Health::Service {
+ public:
+  grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest*,
+                          v1::ListModelsResponse*) override {
+    return Record("ListModels", context);
+  }
+  grpc::Status Check(grpc::ServerContext* context,
+                     const grpc::health::v1::HealthCheckRequest*,
+                     grpc::health::v1::HealthCheckResponse* response) override {
+    response->set_status(grpc::health::v1::HealthCheckResponse::SERVING);
+    return Record("Health", context);
+  }
+  std::vector<std::string> seen() {
+    absl::MutexLock lock(&mu_);
+    return seen_;
+  }
+
+ private:
+  grpc::Status Record(const char* method, grpc::ServerContext* context) {
+    std::string value = "-";
+    for (auto [key, v] : context->client_metadata()) {
+      if (key == "authorization") value = std::string(v.data(), v.size());
+    }
+    absl::MutexLock lock(&mu_);
+    seen_.push_back(absl::StrCat(method, " ", value));
+    return grpc::Status::OK;
+  }
+
+  absl::Mutex mu_;
+  std::vector<std::string> seen_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(ClientTokenTest, EveryLayerServiceCallCarriesTheTokenAndHealthDoesNot) {
+  RecordingService service;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(static_cast<v1::LayerService::Service*>(&service));
+  builder.RegisterService(static_cast<grpc::health::v1::Health::Service*>(&service));
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  ClientOptions options;
+  options.target = absl::StrCat("127.0.0.1:", port);
+  options.token = kToken;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->ListModels().ok());
+  EXPECT_TRUE((*client)->Health().ok());
+  EXPECT_THAT(
+      service.seen(),
+      ::testing::ElementsAre(absl::StrCat("ListModels Bearer ", kToken), "Health -"));
+  server->Shutdown();
 }
 
 }  // namespace
