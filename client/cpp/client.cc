@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/cpp/credentials.h"
 
 namespace layerserve::client {
 namespace {
@@ -74,6 +75,66 @@ absl::Status CheckSessionId(absl::string_view id) {
   return absl::OkStatus();
 }
 
+// What the security options of `options` ask for, files read.
+struct Security {
+  std::shared_ptr<grpc::ChannelCredentials> credentials;  // Never null.
+  std::string authorization;                              // "" = no token.
+};
+
+absl::StatusOr<Security> ResolveSecurity(const ClientOptions& options) {
+  Security security;
+  std::string token = options.token;
+  if (!options.token.empty() && !options.token_file.empty()) {
+    return absl::InvalidArgumentError(
+        "token and token_file exclude each other: give the token one way");
+  }
+  if (!options.token.empty()) {
+    if (absl::Status s = CheckToken("token", options.token); !s.ok()) return s;
+  } else if (!options.token_file.empty()) {
+    absl::StatusOr<std::string> read = ReadTokenFile("token_file", options.token_file);
+    if (!read.ok()) return read.status();
+    token = *std::move(read);
+  }
+  if (!token.empty()) security.authorization = absl::StrCat(kBearerPrefix, token);
+
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        options.tls_cert_file.empty()
+            ? "tls_key_file needs tls_cert_file: a client key goes with its certificate"
+            : "tls_cert_file needs tls_key_file: a client certificate goes with its key");
+  }
+  const bool tls_files = !options.tls_ca_file.empty() || !options.tls_cert_file.empty();
+  if (!tls_files) {
+    security.credentials = options.credentials != nullptr
+                               ? options.credentials
+                               : grpc::InsecureChannelCredentials();
+    return security;
+  }
+  if (options.credentials != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "credentials and ",
+        options.tls_ca_file.empty() ? "tls_cert_file/tls_key_file" : "tls_ca_file",
+        " exclude each other: give TLS either as channel credentials or as files"));
+  }
+  std::string ca, cert, key;
+  if (!options.tls_ca_file.empty()) {
+    absl::StatusOr<std::string> pem = ReadPemFile("tls_ca_file", options.tls_ca_file);
+    if (!pem.ok()) return pem.status();
+    ca = *std::move(pem);
+  }
+  if (!options.tls_cert_file.empty()) {
+    absl::StatusOr<std::string> pem = ReadPemFile("tls_cert_file", options.tls_cert_file);
+    if (!pem.ok()) return pem.status();
+    cert = *std::move(pem);
+    pem = ReadPemFile("tls_key_file", options.tls_key_file);
+    if (!pem.ok()) return pem.status();
+    key = *std::move(pem);
+  }
+  security.credentials =
+      TlsChannelCredentials(std::move(ca), std::move(cert), std::move(key));
+  return security;
+}
+
 }  // namespace
 
 absl::Duration RetryBackoff(const RetryPolicy& policy, int retry, double unit) {
@@ -133,23 +194,34 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   // gRPC shares connections between channels with equal arguments; a local pool
   // gives each Client its own, which is what a pool of Clients is for.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  std::shared_ptr<grpc::ChannelCredentials> credentials =
-      options.credentials != nullptr ? options.credentials
-                                     : grpc::InsecureChannelCredentials();
+  absl::StatusOr<Security> security = ResolveSecurity(options);
+  if (!security.ok()) return security.status();
   std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(*target, credentials, args);
-  return std::unique_ptr<Client>(new Client(std::move(options), std::move(channel)));
+      grpc::CreateCustomChannel(*target, security->credentials, args);
+  return std::unique_ptr<Client>(new Client(std::move(options), std::move(channel),
+                                            std::move(security->authorization)));
 }
 
-Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
+Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel,
+               std::string authorization)
     : options_(std::move(options)),
       channel_(std::move(channel)),
       stub_(v1::LayerService::NewStub(channel_)),
-      health_stub_(grpc::health::v1::Health::NewStub(channel_)) {}
+      health_stub_(grpc::health::v1::Health::NewStub(channel_)),
+      authorization_(std::move(authorization)) {}
 
-absl::Status Client::Call(
-    const char* method, const CallOptions& call,
-    const std::function<grpc::Status(grpc::ClientContext*)>& attempt) {
+absl::Status Client::Call(const char* method, const CallOptions& call,
+                          const Attempt& attempt) {
+  return Attempts(method, call, authorization_, attempt);
+}
+
+absl::Status Client::CallWithoutToken(const char* method, const CallOptions& call,
+                                      const Attempt& attempt) {
+  return Attempts(method, call, "", attempt);
+}
+
+absl::Status Client::Attempts(const char* method, const CallOptions& call,
+                              absl::string_view authorization, const Attempt& attempt) {
   const RetryPolicy& policy = call.retry ? *call.retry : options_.retry;
   if (call.retry) {
     if (absl::Status s = ValidateRetry(policy); !s.ok()) return s;
@@ -159,6 +231,11 @@ absl::Status Client::Call(
   for (int n = 1;; ++n) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(deadline));
+    // Per-call metadata rather than grpc::AccessTokenCredentials: gRPC sends call
+    // credentials only over TLS, and the server also takes a token over plaintext.
+    if (!authorization.empty()) {
+      context.AddMetadata(kAuthorizationHeader, std::string(authorization));
+    }
     const grpc::Status status = attempt(&context);
     if (status.ok()) return absl::OkStatus();
     absl::Status error = FromGrpcStatus(status);
@@ -298,10 +375,11 @@ absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> Client::Hea
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(std::string(service));
   HealthCheckResponse response;
-  absl::Status status = Call("Health.Check", call, [&](grpc::ClientContext* context) {
-    response.Clear();
-    return health_stub_->Check(context, request, &response);
-  });
+  absl::Status status =
+      CallWithoutToken("Health.Check", call, [&](grpc::ClientContext* context) {
+        response.Clear();
+        return health_stub_->Check(context, request, &response);
+      });
   // Check answers NOT_FOUND for a service the server does not know (health.proto).
   if (status.code() == absl::StatusCode::kNotFound) {
     return HealthCheckResponse::SERVICE_UNKNOWN;

@@ -83,7 +83,29 @@ struct ClientOptions {
   RetryPolicy retry;
   // Largest message sent or received. The server's default --max-message-bytes.
   int max_message_bytes = 256 << 20;
-  // TLS (e.g. grpc::SslCredentials(...)); null = plaintext.
+
+  // Security. A server started with --auth-token-file wants a bearer token; one
+  // with --tls-cert wants TLS; one with --tls-client-ca also a client certificate.
+  //
+  // The bearer token: `token`, or the path of a file holding it (`token_file`, read
+  // once by Create, surrounding whitespace stripped). At most one of the two. Every
+  // LayerService call (session calls included) carries it as "authorization: Bearer
+  // <token>" metadata; Health does not (the server's health check needs none, and
+  // a secret goes only where it is needed). Over a plaintext channel it travels in
+  // clear: use TLS beyond a trusted network. The client never puts it in a
+  // message; it is in options() as given. Calls through channel() carry no token.
+  std::string token;
+  std::string token_file;
+  // TLS from PEM files: any of these set means TLS. `tls_ca_file` is the CA to
+  // trust (empty: the system's root certificates); `tls_cert_file` and
+  // `tls_key_file`, both or neither, the client certificate and its private key
+  // for mutual TLS. Read once by Create.
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // Or any channel credentials (e.g. grpc::SslCredentials(...)), for what the
+  // files cannot say. No precedence between the two ways: setting `credentials`
+  // and a tls_*_file is INVALID_ARGUMENT. Neither = plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   // Called before each retry's wait, from the calling thread. Optional.
   std::function<void(const RetryEvent&)> on_retry;
@@ -106,8 +128,12 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 
 class Client {
  public:
-  // INVALID_ARGUMENT for a bad target or options. Does not connect: the first call
-  // does (and an unreachable server shows up as that call's UNAVAILABLE).
+  // INVALID_ARGUMENT for a bad target or options, contradictory security options
+  // included (naming them); NOT_FOUND or INVALID_ARGUMENT for a token or TLS file
+  // that cannot be read or is empty (naming the option and the path). Does not
+  // connect: the first call does (and an unreachable server shows up as that
+  // call's UNAVAILABLE; a missing or wrong token as UNAUTHENTICATED with the
+  // server's message).
   static absl::StatusOr<std::unique_ptr<Client>> Create(ClientOptions options);
 
   absl::StatusOr<v1::NormalizeResponse> Normalize(const v1::NormalizeRequest& request,
@@ -145,11 +171,19 @@ class Client {
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
  private:
-  Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel);
+  Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel,
+         std::string authorization);
 
-  // Runs `attempt(context)` under the retry policy and deadline of `call`.
-  absl::Status Call(const char* method, const CallOptions& call,
-                    const std::function<grpc::Status(grpc::ClientContext*)>& attempt);
+  using Attempt = std::function<grpc::Status(grpc::ClientContext*)>;
+
+  // Runs `attempt(context)` under the retry policy and deadline of `call`, each
+  // attempt carrying the bearer token, if any.
+  absl::Status Call(const char* method, const CallOptions& call, const Attempt& attempt);
+  // The same without the token (Health).
+  absl::Status CallWithoutToken(const char* method, const CallOptions& call,
+                                const Attempt& attempt);
+  absl::Status Attempts(const char* method, const CallOptions& call,
+                        absl::string_view authorization, const Attempt& attempt);
 
   // Waits `backoff` before a retry, or less once a connection is made.
   void WaitBeforeRetry(absl::Duration backoff);
@@ -158,6 +192,8 @@ class Client {
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::LayerService::Stub> stub_;
   const std::unique_ptr<grpc::health::v1::Health::Stub> health_stub_;
+  // "Bearer <token>", or empty without a token.
+  const std::string authorization_;
 };
 
 }  // namespace layerserve::client

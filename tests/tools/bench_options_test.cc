@@ -64,6 +64,20 @@ TEST(BenchOptionsTest, OpenLoopSweep) {
   EXPECT_EQ(o->model, "tiny");
 }
 
+TEST(BenchOptionsTest, KeepsTheSecurityFlagsForTheClient) {
+  absl::StatusOr<BenchOptions> o =
+      ParseBenchArgs({"--tls-ca", "ca.pem", "--tls-cert=c.pem", "--tls-key", "k.pem",
+                      "--token-file", "token", "--requests", "5"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->security, (FlagValues{{"tls-ca", "ca.pem"},
+                                     {"tls-cert", "c.pem"},
+                                     {"tls-key", "k.pem"},
+                                     {"token-file", "token"}}));
+  EXPECT_THAT(ParseBenchArgs({"--tls-cert", "c.pem"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--tls-cert needs --tls-key")));
+}
+
 TEST(BenchOptionsTest, RejectsContradictionsAndBadValues) {
   auto error = [](std::vector<std::string> args) {
     return ParseBenchArgs(args).status();

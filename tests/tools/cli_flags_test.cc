@@ -1,5 +1,6 @@
 // Flag parsing of layerserve-cli and layerserve-bench, and the CLI's flag-to-option
 // helpers.
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/security_flags.h"
 
 namespace layerserve::client {
 namespace {
@@ -15,6 +17,7 @@ namespace {
 using ::layerserve::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::Pair;
 
 constexpr FlagSpec kSpecs[] = {{"input", true}, {"json", false}, {"eps", true}};
@@ -115,6 +118,56 @@ TEST(ClientOptionsFromFlagsTest, MapsGlobalFlags) {
   absl::StatusOr<ClientOptions> tls = ClientOptionsFromFlags({{"tls", "true"}});
   ASSERT_TRUE(tls.ok());
   EXPECT_NE(tls->credentials, nullptr);
+}
+
+TEST(SecurityFlagsTest, TokenFromTheFlagElseTheEnvironment) {
+  const std::string dir = ::testing::TempDir();
+  const std::string file = dir + "/cli-token";
+  std::ofstream(file) << "from-the-file\n";
+  ClientOptions options;
+  ASSERT_TRUE(ApplySecurityFlags({{"token-file", file}}, "from-the-env", &options).ok());
+  EXPECT_EQ(options.token, "from-the-file");  // The flag wins over the variable.
+  EXPECT_EQ(options.credentials, nullptr);
+
+  ClientOptions env;
+  ASSERT_TRUE(ApplySecurityFlags({}, "  from-the-env\n", &env).ok());
+  EXPECT_EQ(env.token, "from-the-env");
+  ClientOptions unset, empty;
+  ASSERT_TRUE(ApplySecurityFlags({}, nullptr, &unset).ok());
+  ASSERT_TRUE(ApplySecurityFlags({}, "", &empty).ok());
+  EXPECT_EQ(unset.token, "");
+  EXPECT_EQ(empty.token, "");
+
+  // The errors name the flag or the variable, never the token.
+  absl::Status spaced = ApplySecurityFlags({}, "two words", &env);
+  EXPECT_THAT(spaced, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("LAYERSERVE_TOKEN")));
+  EXPECT_THAT(spaced.ToString(), Not(HasSubstr("two words")));
+  EXPECT_THAT(ApplySecurityFlags({{"token-file", dir + "/none"}}, nullptr, &env),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "--token-file: cannot read " + dir + "/none"));
+}
+
+TEST(SecurityFlagsTest, TlsFlags) {
+  EXPECT_THAT(CheckSecurityFlags({{"tls-cert", "c.pem"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--tls-cert needs --tls-key")));
+  EXPECT_THAT(CheckSecurityFlags({{"tls-key", "k.pem"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--tls-key needs --tls-cert")));
+  ClientOptions options;
+  EXPECT_THAT(ApplySecurityFlags(
+                  {{"tls-cert", "/nonexistent/c.pem"}, {"tls-key", "/nonexistent/k.pem"}},
+                  nullptr, &options),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "--tls-cert: cannot read /nonexistent/c.pem"));
+  const std::string pem = ::testing::TempDir() + "/cli-fake.pem";
+  std::ofstream(pem) << "-----BEGIN CERTIFICATE-----\n";
+  ASSERT_TRUE(
+      ApplySecurityFlags({{"tls-cert", pem}, {"tls-key", pem}}, nullptr, &options).ok());
+  EXPECT_NE(options.credentials, nullptr);  // A client certificate implies TLS.
+  EXPECT_THAT(SecurityFlagsOf({{"target", "x:1"}, {"tls-ca", "ca"}, {"token-file", "t"}}),
+              ElementsAre(Pair("tls-ca", "ca"), Pair("token-file", "t")));
 }
 
 TEST(TensorFormatsTest, WireAndOutputDtypes) {

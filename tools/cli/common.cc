@@ -1,8 +1,6 @@
 #include "tools/cli/common.h"
 
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +8,7 @@
 #include "client/cpp/npy.h"
 #include "client/cpp/tensor_util.h"
 #include "google/protobuf/util/json_util.h"
+#include "tools/cli/security_flags.h"
 
 namespace layerserve::client {
 namespace {
@@ -36,7 +35,8 @@ int RpcError(const absl::Status& status) {
   return kExitRpc;
 }
 
-absl::StatusOr<ClientOptions> ClientOptionsFromFlags(const FlagValues& global) {
+absl::StatusOr<ClientOptions> ClientOptionsFromFlags(const FlagValues& global,
+                                                     const char* env_token) {
   ClientOptions options;
   options.target = FlagOr(global, "target", options.target);
   absl::StatusOr<int64_t> timeout_ms = Int64Flag(global, "timeout-ms", 30000);
@@ -53,19 +53,8 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags(const FlagValues& global) {
                      FlagOr(global, "retries", ""), "'"));
   }
   options.retry.max_attempts = static_cast<int>(*retries) + 1;
-  if (global.count("tls-ca") != 0) {
-    const std::string& path = global.at("tls-ca");
-    std::ifstream file(path, std::ios::binary);
-    std::stringstream pem;
-    pem << file.rdbuf();
-    if (!file || pem.str().empty()) {
-      return absl::NotFoundError(absl::StrCat("--tls-ca: cannot read ", path));
-    }
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = pem.str();
-    options.credentials = grpc::SslCredentials(ssl);
-  } else if (global.count("tls") != 0) {
-    options.credentials = grpc::SslCredentials(grpc::SslCredentialsOptions());
+  if (absl::Status s = ApplySecurityFlags(global, env_token, &options); !s.ok()) {
+    return s;
   }
   options.on_retry = [](const RetryEvent& e) {
     std::cerr << "retry: " << e.method << " attempt " << e.attempt << " failed with "

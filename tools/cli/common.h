@@ -36,10 +36,13 @@ int UsageError(absl::string_view message);
 int FileError(const absl::Status& status);
 int RpcError(const absl::Status& status);
 
-// The Client options of the global flags --target, --timeout-ms, --retries, --tls
-// and --tls-ca (which is read here: NOT_FOUND etc. if it cannot be). Retries print
-// a line to stderr.
-absl::StatusOr<ClientOptions> ClientOptionsFromFlags(const FlagValues& global);
+// The Client options of the global flags --target, --timeout-ms, --retries and the
+// security flags (security_flags.h: --tls, --tls-ca, --tls-cert, --tls-key,
+// --token-file, else `env_token`, LAYERSERVE_TOKEN's value or null). Their files
+// are read here: NOT_FOUND etc. naming the flag if one cannot be. Retries print a
+// line to stderr.
+absl::StatusOr<ClientOptions> ClientOptionsFromFlags(const FlagValues& global,
+                                                     const char* env_token = nullptr);
 
 // Compact JSON of a message, enums by name, zero values included so that scripts
 // need not know proto3's defaults.

@@ -3,6 +3,7 @@
 // own flags (cli_flags.h) and lives in its own file (cli_commands.h); the help text
 // is cli_usage.cc.
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -14,16 +15,25 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/security_flags.h"
 
 namespace layerserve::client {
 namespace {
 
-// Flags every command takes, before or after its name.
-constexpr FlagSpec kGlobalFlags[] = {{"target", true},
-                                     {"timeout-ms", true},
-                                     {"retries", true},
-                                     {"tls", false},
-                                     {"tls-ca", true}};
+// Flags every command takes, before or after its name: these and the security
+// flags (--tls, --tls-ca, --tls-cert, --tls-key, --token-file).
+constexpr FlagSpec kConnectionFlags[] = {
+    {"target", true}, {"timeout-ms", true}, {"retries", true}};
+
+const std::vector<FlagSpec>& GlobalFlags() {
+  static const auto* flags = [] {
+    auto* all = new std::vector<FlagSpec>(std::begin(kConnectionFlags),
+                                          std::end(kConnectionFlags));
+    all->insert(all->end(), std::begin(kSecurityFlags), std::end(kSecurityFlags));
+    return all;
+  }();
+  return *flags;
+}
 
 // Flags of the tensor commands besides their own.
 constexpr FlagSpec kTensorFlags[] = {
@@ -135,7 +145,7 @@ int Main(const std::vector<std::string>& args) {
     return kExitOk;
   }
   size_t pos = 0;
-  absl::StatusOr<FlagValues> global = ParseFlags(args, &pos, kGlobalFlags);
+  absl::StatusOr<FlagValues> global = ParseFlags(args, &pos, GlobalFlags());
   if (!global.ok()) return UsageError(global.status().message());
   if (pos == args.size()) return UsageError("no command given");
 
@@ -149,7 +159,7 @@ int Main(const std::vector<std::string>& args) {
   if (command->tensor) {
     specs.insert(specs.end(), std::begin(kTensorFlags), std::end(kTensorFlags));
   }
-  specs.insert(specs.end(), std::begin(kGlobalFlags), std::end(kGlobalFlags));
+  specs.insert(specs.end(), GlobalFlags().begin(), GlobalFlags().end());
   absl::StatusOr<FlagValues> flags = ParseFlags(args, &pos, specs);
   if (!flags.ok()) {
     return UsageError(absl::StrCat(name, ": ", flags.status().message()));
@@ -158,7 +168,7 @@ int Main(const std::vector<std::string>& args) {
     return UsageError(absl::StrCat(name, ": unexpected argument '", args[pos], "'"));
   }
   // Global flags given after the command join those given before it.
-  for (const FlagSpec& spec : kGlobalFlags) {
+  for (const FlagSpec& spec : GlobalFlags()) {
     auto it = flags->find(spec.name);
     if (it == flags->end()) continue;
     if (!global->emplace(it->first, it->second).second) {
@@ -167,7 +177,8 @@ int Main(const std::vector<std::string>& args) {
     flags->erase(it);
   }
 
-  absl::StatusOr<ClientOptions> options = ClientOptionsFromFlags(*global);
+  absl::StatusOr<ClientOptions> options =
+      ClientOptionsFromFlags(*global, std::getenv(kTokenEnvironmentVariable));
   if (options.status().code() == absl::StatusCode::kInvalidArgument) {
     return UsageError(options.status().message());
   }

@@ -15,6 +15,14 @@ Calls a layerserve server. Global flags (they may also follow the command):
                     not reachable), with exponential backoff from 50 ms (default 3)
   --tls             connect with TLS, trusting the system's root certificates
   --tls-ca FILE     connect with TLS, trusting the PEM certificates in FILE
+  --tls-cert FILE --tls-key FILE
+                    present this client certificate and its private key (PEM),
+                    for a server with --tls-client-ca (mutual TLS); implies TLS
+  --token-file FILE send the bearer token in FILE ("authorization: Bearer ...")
+                    on every call but health, for a server with
+                    --auth-token-file; without this flag, the environment
+                    variable LAYERSERVE_TOKEN holds the token, if set. Without
+                    TLS the token travels in clear
   --version         print "layerserve-cli VERSION" and exit
 
 Commands:

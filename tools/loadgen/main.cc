@@ -2,6 +2,7 @@
 // (bench_options.cc) for the flags; the loops are load_generator.h, the report
 // bench_report.h.
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cpp/client.h"
 #include "nlohmann/json.hpp"
+#include "tools/cli/security_flags.h"
 #include "tools/loadgen/http_get.h"
 #include "tools/loadgen/load_generator.h"
 #include "tools/loadgen/options.h"
@@ -52,6 +54,12 @@ int Main(const std::vector<std::string>& args) {
   client_options.target = o.target;
   client_options.timeout = o.timeout;
   client_options.retry.max_attempts = 1;
+  if (absl::Status s = ApplySecurityFlags(
+          o.security, std::getenv(kTokenEnvironmentVariable), &client_options);
+      !s.ok()) {
+    std::cerr << "error: " << s.message() << "\n";
+    return kExitUsage;
+  }
   const bool open = !o.rates.empty();
   const int64_t threads =
       open ? o.max_threads

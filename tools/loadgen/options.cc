@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/security_flags.h"
 
 namespace layerserve::client {
 
@@ -21,6 +24,14 @@ Target:
   --target T            HOST:PORT, a comma list of IP:PORT, or a gRPC URI
                         (default 127.0.0.1:50051)
   --timeout-ms N        deadline of each request (default 30000); never retried
+  --tls                 connect with TLS, trusting the system's root certificates
+  --tls-ca FILE         connect with TLS, trusting the PEM certificates in FILE
+  --tls-cert FILE --tls-key FILE
+                        present this client certificate and key (PEM), for a
+                        server with --tls-client-ca (mutual TLS); implies TLS
+  --token-file FILE     send the bearer token in FILE on every request but
+                        health (server --auth-token-file); without this flag,
+                        the environment variable LAYERSERVE_TOKEN, if set
 Request:
   --method M            normalize (default), activate, sinusoidal, rope, alibi,
                         block-forward, decode, get-model, list-models, health
@@ -62,7 +73,8 @@ Output:
 
 namespace {
 
-constexpr FlagSpec kFlags[] = {
+// The flags besides the security ones (kSecurityFlags).
+constexpr FlagSpec kBenchFlags[] = {
     {"target", true},       {"timeout-ms", true},  {"method", true},
     {"shape", true},        {"wire-dtype", true},  {"kind", true},
     {"activation", true},   {"model", true},       {"batch", true},
@@ -93,7 +105,9 @@ absl::StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args
     }
   }
   size_t pos = 0;
-  absl::StatusOr<FlagValues> parsed = ParseFlags(args, &pos, kFlags);
+  std::vector<FlagSpec> specs(std::begin(kBenchFlags), std::end(kBenchFlags));
+  specs.insert(specs.end(), std::begin(kSecurityFlags), std::end(kSecurityFlags));
+  absl::StatusOr<FlagValues> parsed = ParseFlags(args, &pos, specs);
   if (!parsed.ok()) return parsed.status();
   if (pos != args.size()) {
     return absl::InvalidArgumentError(
@@ -104,6 +118,8 @@ absl::StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args
   o.target = FlagOr(flags, "target", o.target);
   o.json = flags.count("json") != 0;
   o.metrics_url = FlagOr(flags, "metrics-url", "");
+  o.security = SecurityFlagsOf(flags);
+  if (absl::Status s = CheckSecurityFlags(o.security); !s.ok()) return s;
 
 // Assigns the parsed value of a StatusOr-returning expression or returns its error.
 #define LS_BENCH_ASSIGN(lhs, expr)                \

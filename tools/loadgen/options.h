@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "layerserve/v1/layerserve.pb.h"
+#include "tools/cli/flags.h"
 
 namespace layerserve::client {
 
@@ -18,6 +19,9 @@ extern const char kBenchUsage[];
 struct BenchOptions {
   std::string target = "127.0.0.1:50051";
   absl::Duration timeout = absl::Seconds(30);  // Per request; no retries.
+  // --tls, --tls-ca, --tls-cert, --tls-key, --token-file as given (their files are
+  // read by ApplySecurityFlags, tools/cli/security_flags.h, not here).
+  FlagValues security;
 
   // What each request is (bench_request.h).
   std::string method = "normalize";
