@@ -11,7 +11,7 @@ const path = require('node:path');
 const {LayerClient, status, toTensor, fromTensor, floatToHalfBits,
        floatToBfloat16Bits} = require('../lib');
 const ref = require('./reference');
-const {startServer} = require('./server');
+const {rejection, startServer} = require('./server');
 
 const SOURCE_DIR = process.env.LAYERSERVE_SOURCE_DIR || path.resolve(__dirname, '../../..');
 const MODELS = path.join(SOURCE_DIR, 'tests/golden/models');
@@ -58,16 +58,6 @@ test('assertClose fails on NaN and Inf mismatches wherever they stand', () => {
                   `[${got}] vs [${want}] passed`);
   }
 });
-
-// Awaits a call that must fail; returns the error.
-async function rejection(promise) {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  assert.fail('the call succeeded');
-}
 
 describe('LayerClient on a real server', () => {
   let server;

@@ -12,7 +12,7 @@ const os = require('node:os');
 const path = require('node:path');
 const util = require('node:util');
 const {LayerClient, status, toTensor} = require('../lib');
-const {startServer} = require('./server');
+const {rejection, startServer} = require('./server');
 
 const SOURCE_DIR = process.env.LAYERSERVE_SOURCE_DIR || path.resolve(__dirname, '../../..');
 const MODELS = path.join(SOURCE_DIR, 'tests/golden/models');
@@ -21,16 +21,6 @@ const TOKEN = 's3cret-token-one-0123456789abcdef';
 const OTHER_TOKEN = 's3cret-token-two-fedcba9876543210';
 const WRONG_TOKEN = 'wrong-token-5555aaaa5555aaaa';
 const MISSING = 'missing credentials: this server requires "authorization: Bearer <token>" metadata';
-
-// Awaits a call that must fail; returns the error.
-async function rejection(promise) {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  assert.fail('the call succeeded');
-}
 
 // Fails if any token appears in text (an error rendered every way, or a program's output).
 function assertNoToken(text, what) {

@@ -1,7 +1,8 @@
 'use strict';
 // Starts the real layerserve binary (env LAYERSERVE_SERVER) on 127.0.0.1 with ports
 // the OS picks, and reads the gRPC address from the line it prints, as
-// tests/testing/server_process.py does.
+// tests/testing/server_process.py does; and rejection(), which the tests share.
+const assert = require('node:assert/strict');
 const {spawn} = require('node:child_process');
 const readline = require('node:readline');
 
@@ -43,4 +44,14 @@ async function startServer(extraArgs = [], timeoutMs = 30000) {
   };
 }
 
-module.exports = {startServer};
+// Awaits a call that must fail; returns the error.
+async function rejection(promise) {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  assert.fail('the call succeeded');
+}
+
+module.exports = {startServer, rejection};
