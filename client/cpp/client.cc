@@ -97,12 +97,10 @@ absl::StatusOr<Security> ResolveSecurity(const ClientOptions& options) {
   }
   if (!token.empty()) security.authorization = absl::StrCat(kBearerPrefix, token);
 
-  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
-    return absl::InvalidArgumentError(
-        options.tls_cert_file.empty()
-            ? "tls_key_file needs tls_cert_file: a client key goes with its certificate"
-            : "tls_cert_file needs tls_key_file: a client certificate goes with its key");
-  }
+  const PemFile ca{"tls_ca_file", options.tls_ca_file};
+  const PemFile cert{"tls_cert_file", options.tls_cert_file};
+  const PemFile key{"tls_key_file", options.tls_key_file};
+  if (absl::Status s = CheckClientCertificatePair(cert, key); !s.ok()) return s;
   const bool tls_files = !options.tls_ca_file.empty() || !options.tls_cert_file.empty();
   if (!tls_files) {
     security.credentials = options.credentials != nullptr
@@ -116,22 +114,10 @@ absl::StatusOr<Security> ResolveSecurity(const ClientOptions& options) {
         options.tls_ca_file.empty() ? "tls_cert_file/tls_key_file" : "tls_ca_file",
         " exclude each other: give TLS either as channel credentials or as files"));
   }
-  std::string ca, cert, key;
-  if (!options.tls_ca_file.empty()) {
-    absl::StatusOr<std::string> pem = ReadPemFile("tls_ca_file", options.tls_ca_file);
-    if (!pem.ok()) return pem.status();
-    ca = *std::move(pem);
-  }
-  if (!options.tls_cert_file.empty()) {
-    absl::StatusOr<std::string> pem = ReadPemFile("tls_cert_file", options.tls_cert_file);
-    if (!pem.ok()) return pem.status();
-    cert = *std::move(pem);
-    pem = ReadPemFile("tls_key_file", options.tls_key_file);
-    if (!pem.ok()) return pem.status();
-    key = *std::move(pem);
-  }
-  security.credentials =
-      TlsChannelCredentials(std::move(ca), std::move(cert), std::move(key));
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> tls =
+      TlsCredentialsFromFiles(ca, cert, key);
+  if (!tls.ok()) return tls.status();
+  security.credentials = *std::move(tls);
   return security;
 }
 

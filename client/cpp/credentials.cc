@@ -56,23 +56,33 @@ absl::StatusOr<std::string> ReadTokenFile(absl::string_view option,
   return token;
 }
 
-absl::StatusOr<std::string> ReadPemFile(absl::string_view option,
-                                        const std::string& path) {
-  absl::StatusOr<std::string> content = ReadWholeFile(option, path);
-  if (!content.ok()) return content.status();
-  if (content->empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(option, ": ", path, " is empty"));
-  }
-  return content;
+absl::Status CheckClientCertificatePair(const PemFile& cert, const PemFile& key) {
+  if (cert.path.empty() == key.path.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      key.path.empty()
+          ? absl::StrCat(cert.option, " needs ", key.option,
+                         ": a client certificate goes with its private key")
+          : absl::StrCat(key.option, " needs ", cert.option,
+                         ": a private key goes with its client certificate"));
 }
 
-std::shared_ptr<grpc::ChannelCredentials> TlsChannelCredentials(std::string ca_pem,
-                                                                std::string cert_pem,
-                                                                std::string key_pem) {
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentialsFromFiles(
+    const PemFile& ca, const PemFile& cert, const PemFile& key) {
+  if (absl::Status s = CheckClientCertificatePair(cert, key); !s.ok()) return s;
   grpc::SslCredentialsOptions ssl;
-  ssl.pem_root_certs = std::move(ca_pem);
-  ssl.pem_cert_chain = std::move(cert_pem);
-  ssl.pem_private_key = std::move(key_pem);
+  // Each given file into its field of `ssl`; an empty field keeps gRPC's default.
+  for (auto [file, pem] :
+       {std::pair{&ca, &ssl.pem_root_certs}, std::pair{&cert, &ssl.pem_cert_chain},
+        std::pair{&key, &ssl.pem_private_key}}) {
+    if (file->path.empty()) continue;
+    absl::StatusOr<std::string> content = ReadWholeFile(file->option, file->path);
+    if (!content.ok()) return content.status();
+    if (content->empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file->option, ": ", file->path, " is empty"));
+    }
+    *pem = *std::move(content);
+  }
   return grpc::SslCredentials(ssl);
 }
 

@@ -38,17 +38,24 @@ absl::Status CheckToken(absl::string_view option, absl::string_view token);
 absl::StatusOr<std::string> ReadTokenFile(absl::string_view option,
                                           const std::string& path);
 
-// The contents of the PEM file at `path`. NOT_FOUND if it cannot be read,
-// INVALID_ARGUMENT if it is empty, naming `option` and `path`.
-absl::StatusOr<std::string> ReadPemFile(absl::string_view option,
-                                        const std::string& path);
+// A PEM file to read, and the option that named it (ClientOptions' tls_ca_file,
+// the CLI's --tls-ca...), which its errors name with the path.
+struct PemFile {
+  absl::string_view option;
+  std::string path;  // Empty: not given.
+};
 
-// TLS channel credentials trusting `ca_pem` (empty: the system's root
-// certificates) and, when `cert_pem` and `key_pem` are given, presenting that
-// client certificate (for a server with --tls-client-ca).
-std::shared_ptr<grpc::ChannelCredentials> TlsChannelCredentials(std::string ca_pem,
-                                                                std::string cert_pem,
-                                                                std::string key_pem);
+// OK unless exactly one of a client certificate and its key is given:
+// INVALID_ARGUMENT "<cert option> needs <key option>: ..." (or the other way).
+absl::Status CheckClientCertificatePair(const PemFile& cert, const PemFile& key);
+
+// TLS channel credentials trusting the certificates in `ca` (not given: the
+// system's root certificates) and, when `cert` and `key` are given, presenting that
+// client certificate (for a server with --tls-client-ca). NOT_FOUND for a file that
+// cannot be read, INVALID_ARGUMENT for an empty one or an unpaired certificate or
+// key; each names the option and the path.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentialsFromFiles(
+    const PemFile& ca, const PemFile& cert, const PemFile& key);
 
 }  // namespace layerserve::client
 

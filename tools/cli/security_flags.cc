@@ -17,18 +17,19 @@ FlagValues SecurityFlagsOf(const FlagValues& flags) {
   return security;
 }
 
+namespace {
+
+// The file flag `name` as a PemFile (path empty when the flag is absent).
+PemFile PemFlag(const FlagValues& flags, const char* name, const char* option) {
+  auto it = flags.find(name);
+  return PemFile{option, it == flags.end() ? std::string() : it->second};
+}
+
+}  // namespace
+
 absl::Status CheckSecurityFlags(const FlagValues& flags) {
-  const bool cert = flags.count("tls-cert") != 0;
-  const bool key = flags.count("tls-key") != 0;
-  if (cert && !key) {
-    return absl::InvalidArgumentError(
-        "--tls-cert needs --tls-key: a client certificate goes with its private key");
-  }
-  if (key && !cert) {
-    return absl::InvalidArgumentError(
-        "--tls-key needs --tls-cert: a private key goes with its client certificate");
-  }
-  return absl::OkStatus();
+  return CheckClientCertificatePair(PemFlag(flags, "tls-cert", "--tls-cert"),
+                                    PemFlag(flags, "tls-key", "--tls-key"));
 }
 
 absl::Status ApplySecurityFlags(const FlagValues& flags, const char* env_token,
@@ -50,27 +51,16 @@ absl::Status ApplySecurityFlags(const FlagValues& flags, const char* env_token,
     }
   }
 
-  const bool client_cert = flags.count("tls-cert") != 0;
-  if (flags.count("tls-ca") == 0 && !client_cert) {
-    if (flags.count("tls") != 0) options->credentials = TlsChannelCredentials("", "", "");
+  // Any TLS flag means TLS (--tls alone: trusting the system's roots).
+  if (flags.count("tls") == 0 && flags.count("tls-ca") == 0 &&
+      flags.count("tls-cert") == 0) {
     return absl::OkStatus();
   }
-  std::string ca, cert, key;
-  if (flags.count("tls-ca") != 0) {
-    absl::StatusOr<std::string> pem = ReadPemFile("--tls-ca", flags.at("tls-ca"));
-    if (!pem.ok()) return pem.status();
-    ca = *std::move(pem);
-  }
-  if (client_cert) {
-    absl::StatusOr<std::string> pem = ReadPemFile("--tls-cert", flags.at("tls-cert"));
-    if (!pem.ok()) return pem.status();
-    cert = *std::move(pem);
-    pem = ReadPemFile("--tls-key", flags.at("tls-key"));
-    if (!pem.ok()) return pem.status();
-    key = *std::move(pem);
-  }
-  options->credentials =
-      TlsChannelCredentials(std::move(ca), std::move(cert), std::move(key));
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> tls = TlsCredentialsFromFiles(
+      PemFlag(flags, "tls-ca", "--tls-ca"), PemFlag(flags, "tls-cert", "--tls-cert"),
+      PemFlag(flags, "tls-key", "--tls-key"));
+  if (!tls.ok()) return tls.status();
+  options->credentials = *std::move(tls);
   return absl::OkStatus();
 }
 
