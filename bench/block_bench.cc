@@ -1,7 +1,10 @@
-// One Transformer block (kernels/block.h) per call, one thread, at T tokens, for
-// two Llama-shaped configs, with float32 and bfloat16 weights; next to a bare
-// oneDNN matmul with the MLP's largest shape (M = T, K = D, N = 2F, weights
-// prepacked), timed by the same binary in the same run.
+// One Transformer block (kernels/block.h) per call at T tokens, for three
+// Llama-shaped configs (768; 4096 with d_ff 11008; Llama-3-8B's 4096 with d_ff
+// 14336), with float32 and bfloat16 weights, on one thread or two (the second an
+// idle worker of the server's own Batcher helping through kernels::ParallelFor, as
+// when one request is alone on a 2-worker server); next to a bare oneDNN matmul
+// with the MLP's largest shape (M = T, K = D, N = 2F, weights prepacked) on as
+// many OpenMP threads, timed by the same binary in the same run.
 //
 // Time is per layer (one call). Counter `GFLOPs` = the block's matmul and attention flops
 // (2 per multiply-add; attention counted in full, causal masking not subtracted)
@@ -20,6 +23,7 @@
 #include "bench/llama_shapes.h"
 #include "kernels/block.h"
 #include "kernels/rope.h"
+#include "server/batching/batcher.h"
 
 namespace layerserve::kernels {
 namespace {
@@ -28,11 +32,17 @@ using bench::LlamaConfig;
 using bench::LlamaShape;
 using bench::RandomValues;
 
-const LlamaShape kShapes[] = {{768, 12, 12, 3072}, {4096, 32, 8, 11008}};
+const LlamaShape kShapes[] = {
+    {768, 12, 12, 3072}, {4096, 32, 8, 11008}, {4096, 32, 8, 14336}};
+
+// A helping worker computes on its own thread only, as the server's do.
+struct SingleOpenMpThread {
+  SingleOpenMpThread() { omp_set_num_threads(1); }
+};
 
 // Weights are built once per (shape, dtype): the 4096 config is ~0.7 GB in float32.
 const BlockWeights& Weights(int shape, WeightType type) {
-  static std::unique_ptr<BlockWeights> cache[2][2];
+  static std::unique_ptr<BlockWeights> cache[3][2];
   std::unique_ptr<BlockWeights>& slot = cache[shape][type == WeightType::kBfloat16];
   if (slot) return *slot;
   const BlockConfig c = LlamaConfig(kShapes[shape]);
@@ -82,6 +92,13 @@ void BM_Block(benchmark::State& state) {
   batch.cos = cos.data();
   batch.sin = sin.data();
   BlockKernels kernels;
+  // Idle: its one worker helps with every loop this thread shares.
+  std::unique_ptr<Batcher<SingleOpenMpThread>> helper;
+  if (state.range(3) == 2) {
+    helper = std::make_unique<Batcher<SingleOpenMpThread>>(
+        BatchOptions{}, 1, [](SingleOpenMpThread&, Batch&) {});
+    kernels.parallel = helper.get();
+  }
   std::vector<float> x;
   for (auto _ : state) {
     state.PauseTiming();
@@ -97,7 +114,7 @@ void BM_Block(benchmark::State& state) {
 // A bare oneDNN matmul, weights prepacked in the layout it picks: the peak the
 // block's linear layers can reach at this M.
 void BM_Matmul(benchmark::State& state) {
-  omp_set_num_threads(1);
+  omp_set_num_threads(static_cast<int>(state.range(3)));
   using dnnl::memory;
   const LlamaShape& s = kShapes[state.range(0)];
   const int64_t m = state.range(1), k = s.hidden, n = 2 * s.ffn;
@@ -124,12 +141,15 @@ void BM_Matmul(benchmark::State& state) {
       2.0 * m * k * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
-// Args: shape index (0: 768, 1: 4096), T, bfloat16 weights.
+// Args: shape index (0: 768, 1: 4096, 2: Llama-3-8B), T, bfloat16 weights, threads.
 void Args(benchmark::internal::Benchmark* b) {
-  for (int shape : {0, 1})
+  for (int shape : {0, 1, 2})
     for (int64_t t : {1, 16, 128, 512})
-      for (int bf16 : {0, 1}) b->Args({shape, t, bf16});
-  b->ArgNames({"shape", "T", "bf16"})->Unit(benchmark::kMillisecond)->UseRealTime();
+      for (int bf16 : {0, 1})
+        for (int threads : {1, 2}) b->Args({shape, t, bf16, threads});
+  b->ArgNames({"shape", "T", "bf16", "threads"})
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
 }
 
 BENCHMARK(BM_Block)->Apply(Args);

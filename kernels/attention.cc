@@ -107,4 +107,20 @@ void Attention(AttentionContext& context, const AttentionArgs& a) {
   }
 }
 
+void AttentionByKvHead(const AttentionArgs& args, ParallelFor* parallel) {
+  const int64_t group = args.q_heads / args.kv_heads, dh = args.head_dim;
+  RunParallel(parallel, args.kv_heads, [&](int64_t g) {
+    thread_local AttentionContext context;
+    AttentionArgs a = args;
+    a.q_heads = group;
+    a.kv_heads = 1;
+    a.q = args.q + g * group * dh;
+    a.k = args.k + g * dh;
+    a.v = args.v + g * dh;
+    a.out = args.out + g * group * dh;
+    if (args.head_entropy != nullptr) a.head_entropy = args.head_entropy + g * group;
+    Attention(context, a);
+  });
+}
+
 }  // namespace layerserve::kernels

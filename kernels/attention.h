@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/parallel_for.h"
+
 namespace layerserve::kernels {
 
 struct AttentionArgs {
@@ -58,6 +60,12 @@ class AttentionContext {
 
 void Attention(AttentionContext& context, const AttentionArgs& args);
 void AttentionReference(const AttentionArgs& args);
+
+// Attention split by key/value head: each KV head with its query heads is one
+// Attention call, on the calling thread or an idle thread of `parallel` (null:
+// here, in order), each thread with its own context. Always split so, whoever
+// runs the parts: a result does not depend on how many threads helped.
+void AttentionByKvHead(const AttentionArgs& args, ParallelFor* parallel);
 
 // Softmax of `rows` rows of scores in place, row r over its first limits[r] entries
 // (scaled by `scale` first; entries at and past the limit become 0; a row with limit

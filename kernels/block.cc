@@ -25,7 +25,7 @@ void BatchLinear(const BlockBatch& batch, BlockKernels& k, const LinearWeights& 
       LinearFewRows(k.linear, w, x + start * w.in(), rows, y + start * w.out(),
                     k.parallel);
     } else {
-      Linear(k.linear, w, x + start * w.in(), rows, y + start * w.out());
+      Linear(k.linear, w, x + start * w.in(), rows, y + start * w.out(), k.parallel);
     }
     b = e;
   }
@@ -121,7 +121,7 @@ void AttentionPart(const BlockConfig& c, const BlockWeights& w, const BlockBatch
     KvCache* cache = batch.caches.empty() ? nullptr : batch.caches[b];
     if (cache == nullptr) {
       AttentionArgs a = sequence_args(b);
-      Attention(k.attention, a);
+      AttentionByKvHead(a, k.parallel);
       continue;
     }
     const int64_t start = batch.starts[b], length = batch.lengths[b];
@@ -139,7 +139,7 @@ void AttentionPart(const BlockConfig& c, const BlockWeights& w, const BlockBatch
     a.k = k.cached_k.data();
     a.v = k.cached_v.data();
     a.kv_stride = kv_width;
-    Attention(k.attention, a);
+    AttentionByKvHead(a, k.parallel);
   }
   RunParallel(k.parallel, static_cast<int64_t>(k.over_cache.size()), [&](int64_t i) {
     const size_t b = k.over_cache[i];

@@ -89,13 +89,13 @@ inline constexpr int64_t kShortSequenceTokens = 4;
 // One worker's contexts and buffers.
 struct BlockKernels {
   LinearContext linear;
-  AttentionContext attention;
   std::vector<float> normed, qkv, attn, projected, mlp_in, mlp_hidden;
   std::vector<float> cached_k, cached_v;  // A cached sequence's keys and values.
   std::vector<int64_t> limits;            // Per row: the keys its query attends to.
   std::vector<size_t> over_cache;  // Sequences attending over their caches in place.
-  // Idle threads that may share the decode-step loops (LinearFewRows' outputs, the
-  // sequences attending over their caches); null: this thread alone.
+  // Idle threads that may share the loops of a batch: the column ranges of its
+  // linear layers (LinearFewRows' and Linear's), its attention's KV heads and the
+  // sequences attending over their caches. Null: this thread alone.
   ParallelFor* parallel = nullptr;
 };
 

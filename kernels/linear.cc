@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -19,8 +20,18 @@ using Dt = memory::data_type;
 // The M used to ask oneDNN for its preferred weights layout; any M gives the same.
 constexpr int64_t kLayoutProbeRows = 128;
 
+// Linear runs a large layer as up to kMaxChunks matmuls over column ranges of at
+// least kMinChunkValues weights each, which idle threads may take: one request
+// computes on every core. The chunks are fixed at load, whoever runs them, so a
+// result never depends on how many threads helped. Chunks start at multiples of
+// kChunkAlign columns (the packed layouts' column block).
+constexpr int64_t kMaxChunks = 8;
+constexpr int64_t kMinChunkValues = int64_t{1} << 20;
+constexpr int64_t kChunkAlign = internal::kFewRowsBlockOut;
+
 Dt DataType(WeightType type) { return type == WeightType::kFloat32 ? Dt::f32 : Dt::bf16; }
 
+// y[rows, out] = x[rows, in] · W + bias, W [in, out] in the layout `weights`.
 dnnl::matmul::primitive_desc MatmulDesc(int64_t rows, int64_t in, int64_t out, Dt dt,
                                         const memory::desc& weights) {
   return dnnl::matmul::primitive_desc(
@@ -28,6 +39,46 @@ dnnl::matmul::primitive_desc MatmulDesc(int64_t rows, int64_t in, int64_t out, D
                          memory::desc({1, out}, Dt::f32, Tag::ab),
                          memory::desc({rows, out}, Dt::f32, Tag::ab)),
       CpuEngine());
+}
+
+// The layout oneDNN's matmul prefers for weights [in, out] of type dt.
+memory::desc PreferredWeights(int64_t in, int64_t out, Dt dt) {
+  return MatmulDesc(kLayoutProbeRows, in, out, dt, memory::desc({in, out}, dt, Tag::any))
+      .weights_desc();
+}
+
+// The product of the inner blocks of dimension `dim` of a blocked layout.
+int64_t InnerBlock(const dnnl_memory_desc_t& md, int dim) {
+  const dnnl_blocking_desc_t& b = md.format_desc.blocking;
+  int64_t block = 1;
+  for (int i = 0; i < b.inner_nblks; ++i) {
+    if (b.inner_idxs[i] == dim) block *= b.inner_blks[i];
+  }
+  return block;
+}
+
+// Whether `part`, oneDNN's layout for a range of columns of `whole`, lays them out
+// as `whole` does: the same blocks and strides, so that from the range's first
+// column block on, `whole`'s bytes are `part` (true when the column blocks are
+// outermost, each a contiguous panel, as in BA16a64b and BA16a64b2a).
+bool SameBlocking(const dnnl_memory_desc_t& whole, const dnnl_memory_desc_t& part) {
+  if (whole.format_kind != dnnl_blocked || part.format_kind != dnnl_blocked ||
+      whole.ndims != 2 || part.ndims != 2 ||
+      whole.padded_dims[0] != part.padded_dims[0]) {
+    return false;
+  }
+  const dnnl_blocking_desc_t& a = whole.format_desc.blocking;
+  const dnnl_blocking_desc_t& b = part.format_desc.blocking;
+  if (a.inner_nblks != b.inner_nblks || a.strides[0] != b.strides[0] ||
+      a.strides[1] != b.strides[1]) {
+    return false;
+  }
+  for (int i = 0; i < a.inner_nblks; ++i) {
+    if (a.inner_blks[i] != b.inner_blks[i] || a.inner_idxs[i] != b.inner_idxs[i]) {
+      return false;
+    }
+  }
+  return kChunkAlign % InnerBlock(whole, 1) == 0;
 }
 
 // The layout LinearFewRows reads, if oneDNN packed `weights` ({in, out}) in one of
@@ -61,20 +112,113 @@ struct LinearWeights::Packed {
   memory weights;
   memory bias;                        // [1, out] float32, zeros when the layer has none.
   internal::FewRowsWeights few_rows;  // data null: LinearFewRows falls back.
+  // Columns [begin, end) of `weights`, each viewed in place (the same bytes): Linear
+  // runs one matmul per chunk. One chunk, the whole matrix, when the layer is small
+  // or its layout cannot be viewed by columns.
+  struct Chunk {
+    int64_t begin = 0, end = 0;
+    memory weights;
+  };
+  std::vector<Chunk> chunks;
 };
+
+namespace {
+
+// Packed::chunks of weights [in, out] packed in `weights`.
+std::vector<LinearWeights::Packed::Chunk> ColumnChunks(const memory& weights, int64_t in,
+                                                       int64_t out, Dt dt) {
+  const int64_t count = std::min(
+      {kMaxChunks, std::max<int64_t>(1, in * out / kMinChunkValues), out / kChunkAlign});
+  std::vector<LinearWeights::Packed::Chunk> chunks;
+  if (count > 1) {
+    const memory::desc whole = weights.get_desc();
+    const int64_t per_chunk = (out + count - 1) / count;
+    const int64_t width = (per_chunk + kChunkAlign - 1) / kChunkAlign * kChunkAlign;
+    const int64_t column_block = InnerBlock(whole.data, 1);
+    const int64_t panel_bytes = whole.data.format_desc.blocking.strides[1] *
+                                static_cast<int64_t>(memory::data_type_size(
+                                    static_cast<Dt>(whole.data.data_type)));
+    char* base = static_cast<char*>(weights.get_data_handle());
+    for (int64_t begin = 0; begin < out; begin += width) {
+      const int64_t end = std::min(out, begin + width);
+      const memory::desc part = PreferredWeights(in, end - begin, dt);
+      const int64_t offset = begin / column_block * panel_bytes;
+      if (!SameBlocking(whole.data, part.data) ||
+          offset + static_cast<int64_t>(part.get_size()) >
+              static_cast<int64_t>(whole.get_size())) {
+        chunks.clear();
+        break;
+      }
+      chunks.push_back({begin, end, memory(part, CpuEngine(), base + offset)});
+    }
+  }
+  if (chunks.empty()) chunks.push_back({0, out, weights});
+  return chunks;
+}
+
+// One thread's matmul primitives for chunks, keyed by shape (every layer of a model
+// shares them): M, in, chunk columns, type. Bounded: past kMaxEntries it starts
+// over (oneDNN's own primitive cache makes re-creation cheap).
+struct ChunkMatmuls {
+  static constexpr size_t kMaxEntries = 512;
+  dnnl::stream stream{CpuEngine()};
+  std::map<std::tuple<int64_t, int64_t, int64_t, Dt>, dnnl::matmul> entries;
+  // A chunk's columns of y, when they are not all of y's.
+  std::vector<float> columns;
+
+  dnnl::matmul& Get(int64_t rows, int64_t in, const memory::desc& weights,
+                    int64_t columns, Dt dt) {
+    const auto key = std::make_tuple(rows, in, columns, dt);
+    auto it = entries.find(key);
+    if (it != entries.end()) return it->second;
+    if (entries.size() >= kMaxEntries) entries.clear();
+    return entries.emplace(key, dnnl::matmul(MatmulDesc(rows, in, columns, dt, weights)))
+        .first->second;
+  }
+};
+
+// y's columns of `chunk` for x [rows, in] (already bfloat16 for bfloat16 weights).
+// On whichever thread takes the chunk: its primitives are that thread's.
+void RunChunk(const LinearWeights& w, const LinearWeights::Packed::Chunk& chunk,
+              const void* x, int64_t rows, float* y) {
+  thread_local ChunkMatmuls matmuls;
+  const dnnl::engine& engine = CpuEngine();
+  const Dt dt = DataType(w.type());
+  const int64_t columns = chunk.end - chunk.begin;
+  const bool whole = columns == w.out();
+  dnnl::matmul& matmul = matmuls.Get(rows, w.in(), chunk.weights.get_desc(), columns, dt);
+  const memory src(memory::desc({rows, w.in()}, dt, Tag::ab), engine,
+                   const_cast<void*>(x));
+  float* bias = static_cast<float*>(w.packed().bias.get_data_handle()) + chunk.begin;
+  const memory b(memory::desc({1, columns}, Dt::f32, Tag::ab), engine, bias);
+  // oneDNN 2.6's fast (brgemm) matmul wants a dense destination: with y's row
+  // stride it fell back to its reference kernel, 100x slower. A chunk's columns go
+  // through a dense buffer instead (copying them costs 1/in of the product).
+  if (!whole) matmuls.columns.resize(rows * columns);
+  float* out = whole ? y : matmuls.columns.data();
+  const memory dst(memory::desc({rows, columns}, Dt::f32, Tag::ab), engine, out);
+  matmul.execute(matmuls.stream, {{DNNL_ARG_SRC, src},
+                                  {DNNL_ARG_WEIGHTS, chunk.weights},
+                                  {DNNL_ARG_BIAS, b},
+                                  {DNNL_ARG_DST, dst}});
+  matmuls.stream.wait();
+  if (whole) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(out + r * columns, out + (r + 1) * columns, y + r * w.out() + chunk.begin);
+  }
+}
+
+}  // namespace
 
 LinearWeights::LinearWeights(const float* weight, int64_t out, int64_t in, bool in_by_out,
                              const float* bias, WeightType type)
     : in_(in), out_(out), type_(type), packed_(std::make_unique<Packed>()) {
   const dnnl::engine& engine = CpuEngine();
   const Dt dt = DataType(type);
-  const memory::desc preferred =
-      MatmulDesc(kLayoutProbeRows, in, out, dt, memory::desc({in, out}, dt, Tag::any))
-          .weights_desc();
   // The matmul's weights are [in, out]; torch's [out, in] storage is their `ba`.
   memory user(memory::desc({in, out}, Dt::f32, in_by_out ? Tag::ab : Tag::ba), engine,
               const_cast<float*>(weight));
-  packed_->weights = memory(preferred, engine);
+  packed_->weights = memory(PreferredWeights(in, out, dt), engine);
   dnnl::stream stream(engine);
   dnnl::reorder(user, packed_->weights).execute(stream, user, packed_->weights);
   packed_->bias = memory(memory::desc({1, out}, Dt::f32, Tag::ab), engine);
@@ -82,42 +226,38 @@ LinearWeights::LinearWeights(const float* weight, int64_t out, int64_t in, bool 
   for (int64_t i = 0; i < out; ++i) b[i] = bias == nullptr ? 0.0f : bias[i];
   stream.wait();
   packed_->few_rows = FewRowsLayout(packed_->weights, dt, b);
+  packed_->chunks = ColumnChunks(packed_->weights, in, out, dt);
   bytes_ = static_cast<int64_t>(packed_->weights.get_desc().get_size() +
                                 packed_->bias.get_desc().get_size());
 }
 
 LinearWeights::~LinearWeights() = default;
 
+int64_t LinearWeights::chunks() const {
+  return static_cast<int64_t>(packed_->chunks.size());
+}
+
 struct LinearContext::Impl {
   dnnl::stream stream{CpuEngine()};
-  struct Entry {
-    dnnl::matmul matmul;
-    dnnl::reorder to_bf16;  // Only for bfloat16 weights.
-  };
-  // Keyed by the weights and M. Bounded: past kMaxEntries it starts over (oneDNN's
-  // own primitive cache makes re-creation cheap).
+  // x rounded to bfloat16 for bfloat16 weights, keyed by [rows, in]. Bounded as
+  // ChunkMatmuls is.
   static constexpr size_t kMaxEntries = 512;
-  std::map<std::pair<const LinearWeights*, int64_t>, Entry> entries;
-  std::vector<uint16_t> bf16_src;  // x rounded to bfloat16.
+  std::map<std::pair<int64_t, int64_t>, dnnl::reorder> to_bf16;
+  std::vector<uint16_t> bf16_src;
   // LinearFewRows' x for bfloat16 weights: pairs for VDPBF16PS, or rounded floats.
   std::vector<uint32_t> few_rows_pairs;
   std::vector<float> few_rows_rounded;
 
-  Entry& Get(const LinearWeights& w, int64_t rows) {
-    auto key = std::make_pair(&w, rows);
-    auto it = entries.find(key);
-    if (it != entries.end()) return it->second;
-    if (entries.size() >= kMaxEntries) entries.clear();
-    const Dt dt = DataType(w.type());
-    Entry entry;
-    entry.matmul = dnnl::matmul(
-        MatmulDesc(rows, w.in(), w.out(), dt, w.packed().weights.get_desc()));
-    if (dt == Dt::bf16) {
-      entry.to_bf16 = dnnl::reorder(dnnl::reorder::primitive_desc(
-          CpuEngine(), memory::desc({rows, w.in()}, Dt::f32, Tag::ab), CpuEngine(),
-          memory::desc({rows, w.in()}, Dt::bf16, Tag::ab)));
-    }
-    return entries.emplace(key, std::move(entry)).first->second;
+  dnnl::reorder& ToBfloat16(int64_t rows, int64_t in) {
+    const auto key = std::make_pair(rows, in);
+    auto it = to_bf16.find(key);
+    if (it != to_bf16.end()) return it->second;
+    if (to_bf16.size() >= kMaxEntries) to_bf16.clear();
+    return to_bf16
+        .emplace(key, dnnl::reorder(dnnl::reorder::primitive_desc(
+                          CpuEngine(), memory::desc({rows, in}, Dt::f32, Tag::ab),
+                          CpuEngine(), memory::desc({rows, in}, Dt::bf16, Tag::ab))))
+        .first->second;
   }
 };
 
@@ -125,32 +265,30 @@ LinearContext::LinearContext() : impl_(std::make_unique<Impl>()) {}
 LinearContext::~LinearContext() = default;
 
 void Linear(LinearContext& context, const LinearWeights& w, const float* x, int64_t rows,
-            float* y) {
+            float* y, ParallelFor* parallel) {
   LinearContext::Impl& impl = context.impl();
-  LinearContext::Impl::Entry& entry = impl.Get(w, rows);
-  const dnnl::engine& engine = CpuEngine();
-  const Dt dt = DataType(w.type());
-  memory src(memory::desc({rows, w.in()}, Dt::f32, Tag::ab), engine,
-             const_cast<float*>(x));
-  if (dt == Dt::bf16) {
+  const void* src = x;
+  if (w.type() == WeightType::kBfloat16) {
+    // Once, here: every chunk reads the same rounded x.
     impl.bf16_src.resize(rows * w.in());
-    memory converted(memory::desc({rows, w.in()}, Dt::bf16, Tag::ab), engine,
-                     impl.bf16_src.data());
-    entry.to_bf16.execute(impl.stream, src, converted);
-    src = converted;
+    const dnnl::engine& engine = CpuEngine();
+    memory from(memory::desc({rows, w.in()}, Dt::f32, Tag::ab), engine,
+                const_cast<float*>(x));
+    memory to(memory::desc({rows, w.in()}, Dt::bf16, Tag::ab), engine,
+              impl.bf16_src.data());
+    impl.ToBfloat16(rows, w.in()).execute(impl.stream, from, to);
+    impl.stream.wait();
+    src = impl.bf16_src.data();
   }
-  memory dst(memory::desc({rows, w.out()}, Dt::f32, Tag::ab), engine, y);
-  entry.matmul.execute(impl.stream, {{DNNL_ARG_SRC, src},
-                                     {DNNL_ARG_WEIGHTS, w.packed().weights},
-                                     {DNNL_ARG_BIAS, w.packed().bias},
-                                     {DNNL_ARG_DST, dst}});
-  impl.stream.wait();
+  const std::vector<LinearWeights::Packed::Chunk>& chunks = w.packed().chunks;
+  RunParallel(parallel, static_cast<int64_t>(chunks.size()),
+              [&](int64_t c) { RunChunk(w, chunks[c], src, rows, y); });
 }
 
 void LinearFewRows(LinearContext& context, const LinearWeights& w, const float* x,
                    int64_t rows, float* y, ParallelFor* parallel) {
   const internal::FewRowsWeights& few = w.packed().few_rows;
-  if (few.data == nullptr) return Linear(context, w, x, rows, y);
+  if (few.data == nullptr) return Linear(context, w, x, rows, y, parallel);
   // Threads split the 64-output blocks (each reads its own share of the weights) in
   // up to kChunks pieces taken in turn, so a thread that joins late takes fewer.
   constexpr int64_t kChunks = 8;

@@ -3,8 +3,9 @@
 // LinearWeights are prepacked once, at load, into the blocked layout oneDNN's
 // matmul picks for them (that layout does not depend on M, measured for f32 and
 // bf16), and are then immutable: share them between threads freely. A
-// LinearContext holds one thread's primitives (one per weights and M, created on
-// first use) and scratch; it is not thread-safe: one per worker thread. Workers are
+// LinearContext holds one thread's scratch; it is not thread-safe: one per worker
+// thread. The matmul primitives (one per shape, created on first use) are kept per
+// thread by the kernels themselves, as a helping thread runs them too. Workers are
 // single-threaded (omp_set_num_threads(1)), so a matmul runs on the calling thread.
 #ifndef LAYERSERVE_KERNELS_LINEAR_H_
 #define LAYERSERVE_KERNELS_LINEAR_H_
@@ -39,6 +40,9 @@ class LinearWeights {
   int64_t bytes() const { return bytes_; }
   // Whether LinearFewRows reads these weights itself (else it calls Linear).
   bool few_rows_native() const;
+  // How many matmuls Linear runs these weights as (column ranges fixed at packing;
+  // 1 for small layers).
+  int64_t chunks() const;
 
   struct Packed;
   const Packed& packed() const { return *packed_; }
@@ -66,8 +70,13 @@ class LinearContext {
 
 // y[rows, w.out()] = x[rows, w.in()] · W^T + bias. x and y are row-major float32
 // and must not overlap. REQUIRES: rows >= 1.
+//
+// A large layer runs as several matmuls over fixed ranges of its outputs
+// (chunks()); with `parallel`, idle threads may each take some. Which thread runs
+// a range never changes a result, nor does how many rows share the call: each
+// row's result depends on that row only.
 void Linear(LinearContext& context, const LinearWeights& w, const float* x, int64_t rows,
-            float* y);
+            float* y, ParallelFor* parallel = nullptr);
 
 // The same product for the few rows of decode steps, read straight from the packed
 // weights: a matrix-vector product that streams them once per call. At one row

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/testing/threads_parallel_for.h"
 
 namespace layerserve::kernels {
 namespace {
@@ -79,6 +80,28 @@ void Check(const Case& c) {
   }
   for (int64_t h = 0; h < c.q_heads; ++h) {
     EXPECT_NEAR(got_entropy[h], want_entropy[h], 1e-4 * std::max(1.0, want_entropy[h]));
+  }
+
+  // Split by KV head: the same tolerance, and the same bits whether the heads run
+  // here in order or on three threads at once.
+  testing::ThreadsParallelFor threads(3);
+  std::vector<float> serial(got.size(), -7.0f), split(got.size(), -7.0f);
+  std::vector<double> serial_entropy(c.q_heads), split_entropy(c.q_heads);
+  a.out = serial.data();
+  a.head_entropy = serial_entropy.data();
+  AttentionByKvHead(a, nullptr);
+  a.out = split.data();
+  a.head_entropy = split_entropy.data();
+  AttentionByKvHead(a, &threads);
+  ASSERT_EQ(split, serial);
+  ASSERT_EQ(split_entropy, serial_entropy);
+  for (size_t i = 0; i < split.size(); ++i) {
+    ASSERT_LE(std::fabs(split[i] - want[i]),
+              kTolerance * std::max(1.0f, std::fabs(want[i])))
+        << "split at " << i;
+  }
+  for (int64_t h = 0; h < c.q_heads; ++h) {
+    EXPECT_NEAR(split_entropy[h], want_entropy[h], 1e-4 * std::max(1.0, want_entropy[h]));
   }
 }
 
