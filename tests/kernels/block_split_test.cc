@@ -119,6 +119,7 @@ TEST_P(BlockSplitTest, SplitAcrossThreadsEqualsOneThreadBitForBit) {
   const Case cases[] = {
       {"one token, no cache", {1}, {1}, -1},
       {"a 37-token prefill", {37}, {37}, -1},
+      {"a 400-token prefill (its activation split by rows)", {400}, {400}, -1},
       {"two padded sequences", {9, 9}, {9, 5}, -1},
       {"decode steps of 5 sessions", {1, 1, 1, 1, 1}, {1, 1, 1, 1, 1}, 70},
       {"a 9-token continuation of a session", {9}, {9}, 70},
