@@ -1,13 +1,18 @@
 // The machine's two ceilings for a Llama-3-8B-shaped block with N threads (default
 // 2): the bare oneDNN bfloat16 matmul of the MLP's largest shapes (M = 512, K =
-// 4096, N = 2 * 14336 gate|up fused, and N = 14336), weights prepacked as oneDNN
-// picks, in GFLOP/s; and the memory read bandwidth of N threads streaming a buffer
-// far larger than the last-level cache, in GB/s (what a T = 1 call, which reads
-// every weight once, is bounded by). bench/llama8b_bench.py runs this binary and
-// parses its lines:
+// 4096, N = 2 * 14336 gate|up fused, and N = 14336), in GFLOP/s; and the memory
+// read bandwidth of N threads streaming a buffer far larger than the last-level
+// cache, in GB/s (what a T = 1 call, which reads every weight once, is bounded by).
+// bench/llama8b_bench.py runs this binary and parses its lines:
 //
-//   matmul_bf16 threads=2 M=512 K=4096 N=28672 ms=... gflops=...
 //   read_bandwidth threads=2 bytes=... gbps=...
+//   matmul_bf16 threads=2 M=512 K=4096 N=28672 weights=packed ms=... gflops=...
+//
+// The matmul runs with the weights in two layouts: `packed`, the one oneDNN picks
+// (format_tag::any, reordered once, as kernels/linear.cc holds them), and `plain`,
+// [N, K] row-major as a checkpoint stores them (and PyTorch passes them). The
+// ceiling is the faster: on the AMX Xeon VM this was written on (2 threads, M =
+// 512), `plain` measured 1.5-2x the GFLOP/s of `packed`.
 //
 // Usage: layerserve_matmul_peak_bench [--threads=N] [--quick]
 // Each figure is the median of several timed runs after a warm-up.
@@ -52,7 +57,7 @@ void FillBfloat16(void* data, size_t bytes, uint32_t seed) {
 }
 
 // M x K bfloat16 times K x N bfloat16 into float32 (the block computes in float32).
-void Matmul(int threads, int64_t m, int64_t k, int64_t n, int runs) {
+void Matmul(int threads, int64_t m, int64_t k, int64_t n, bool packed, int runs) {
   using dnnl::memory;
   omp_set_num_threads(threads);
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -61,7 +66,8 @@ void Matmul(int threads, int64_t m, int64_t k, int64_t n, int runs) {
   dnnl::matmul::primitive_desc pd(
       dnnl::matmul::desc(
           memory::desc({m, k}, bf16, memory::format_tag::ab),
-          memory::desc({k, n}, bf16, memory::format_tag::any),
+          memory::desc({k, n}, bf16,
+                       packed ? memory::format_tag::any : memory::format_tag::ba),
           memory::desc({m, n}, memory::data_type::f32, memory::format_tag::ab)),
       engine);
   memory src(pd.src_desc(), engine), weights(pd.weights_desc(), engine),
@@ -83,9 +89,9 @@ void Matmul(int threads, int64_t m, int64_t k, int64_t n, int runs) {
     times.push_back(Seconds(start));
   }
   const double s = Median(times);
-  std::printf("matmul_bf16 threads=%d M=%ld K=%ld N=%ld ms=%.3f gflops=%.1f\n", threads,
-              static_cast<long>(m), static_cast<long>(k), static_cast<long>(n), s * 1e3,
-              2.0 * m * k * n / s / 1e9);
+  std::printf("matmul_bf16 threads=%d M=%ld K=%ld N=%ld weights=%s ms=%.3f gflops=%.1f\n",
+              threads, static_cast<long>(m), static_cast<long>(k), static_cast<long>(n),
+              packed ? "packed" : "plain", s * 1e3, 2.0 * m * k * n / s / 1e9);
   std::fflush(stdout);
 }
 
@@ -166,6 +172,8 @@ int main(int argc, char** argv) {
   // 2 GiB: several times any last-level cache this runs on (some VMs report the
   // host's, hundreds of MB), so the passes read DRAM.
   ReadBandwidth(threads, (quick ? size_t{1} : size_t{2}) << 30, runs * 2);
-  for (int64_t n : {2 * 14336, 14336}) Matmul(threads, 512, 4096, n, runs);
+  for (int64_t n : {2 * 14336, 14336}) {
+    for (bool packed : {true, false}) Matmul(threads, 512, 4096, n, packed, runs);
+  }
   return 0;
 }
