@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--threads must be >= 1\n");
     return 2;
   }
-  const int runs = quick ? 3 : 7;
+  const int runs = quick ? 3 : 5;
   // 2 GiB: several times any last-level cache this runs on (some VMs report the
   // host's, hundreds of MB), so the passes read DRAM.
   ReadBandwidth(threads, (quick ? size_t{1} : size_t{2}) << 30, runs * 2);
