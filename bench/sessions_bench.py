@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "testi
 from layerserve.v1 import layerserve_pb2 as pb  # noqa: E402
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc  # noqa: E402
 from wire import array_tensor  # noqa: E402
+import torch_llama  # noqa: E402  (bench/, beside this file)
 
 PREFIX = 128
 CONFIGS = {
@@ -164,42 +165,10 @@ def torch_decode(model, sessions, steps):
                    gate=w(ff, d), up=w(ff, d), down=w(d, ff),
                    n1=torch.ones(d, dtype=bf), n2=torch.ones(d, dtype=bf))
               for _ in range(c["layers"])]
-    inv_freq = 1.0 / (10000 ** (torch.arange(0, dh, 2).float() / dh))
+    shape = torch_llama.Shape(hidden=d, heads=h, kv_heads=hk)
 
-    def rope(x, pos):  # x [B, H, T, dh]
-        freqs = torch.outer(pos.float(), inv_freq)
-        emb = torch.cat((freqs, freqs), -1)
-        cos, sin = emb.cos().to(bf), emb.sin().to(bf)
-        x1, x2 = x[..., :dh // 2], x[..., dh // 2:]
-        return x * cos + torch.cat((-x2, x1), -1) * sin
-
-    def rms(x, weight):
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(bf) * weight
-
-    def forward(x, caches, start):  # x [B, T, d]
-        B, T, _ = x.shape
-        pos = torch.arange(start, start + T)
-        for lw, cache in zip(layers, caches):
-            a = rms(x, lw["n1"])
-            q = (a @ lw["q"].T).view(B, T, h, dh).transpose(1, 2)
-            k = (a @ lw["k"].T).view(B, T, hk, dh).transpose(1, 2)
-            v = (a @ lw["v"].T).view(B, T, hk, dh).transpose(1, 2)
-            q, k = rope(q, pos), rope(k, pos)
-            if cache:
-                k = torch.cat((cache[0], k), 2)
-                v = torch.cat((cache[1], v), 2)
-            cache[:] = [k, v]
-            kk = k.repeat_interleave(h // hk, 1)
-            vv = v.repeat_interleave(h // hk, 1)
-            s = (q @ kk.transpose(-1, -2)) * dh ** -0.5
-            if T > 1:
-                s = s + torch.full((T, T), float("-inf")).triu(1).to(bf)
-            o = (s.float().softmax(-1).to(bf) @ vv).transpose(1, 2).reshape(B, T, d)
-            x = x + o @ lw["o"].T
-            m = rms(x, lw["n2"])
-            x = x + (torch.nn.functional.silu(m @ lw["gate"].T) * (m @ lw["up"].T)) @ lw["down"].T
-        return x
+    def forward(x, caches, start):
+        return torch_llama.forward(x, layers, caches, start, shape)
 
     torch.set_num_threads(2)
     x = torch.randn(sessions, PREFIX + steps, d, generator=g).to(bf)
