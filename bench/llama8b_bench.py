@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.join(ROOT, "tests", "golden"))  # write_safetensors
+sys.path.insert(0, os.path.join(ROOT, "tests", "testing"))  # write_safetensors
 import torch_llama  # noqa: E402  (beside this file)
 from torch_timing import median_seconds  # noqa: E402
 
@@ -128,7 +128,7 @@ def make_weights():
 def write_checkpoint(directory, weights):
     """config.json + model.safetensors (BF16) in `directory`, as the loader reads
     them (server/models/)."""
-    from make_block_golden import write_safetensors  # The golden checkpoints' writer.
+    from safetensors_file import write_safetensors
     os.makedirs(directory, exist_ok=True)
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
               "hidden_size": HIDDEN, "num_attention_heads": HEADS,

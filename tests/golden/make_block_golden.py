@@ -99,9 +99,13 @@ import json
 import math
 import os
 import shutil
+import sys
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from safetensors_file import write_safetensors  # noqa: E402
 
 import golden_common
 from golden_common import bf16_exact, floats, golden_doc, short_float, write_json
@@ -377,23 +381,6 @@ def to_storage(t, storage):
         h = t.to(torch.float16)
         return "F16", h.numpy().astype("<f2").tobytes(), h.float()
     raise ValueError(storage)
-
-
-def write_safetensors(path, tensors):
-    """tensors: list of (name, dtype string, shape, raw bytes), in file order."""
-    header, offset = {}, 0
-    for name, dtype, shape, raw in tensors:
-        header[name] = {"dtype": dtype, "shape": list(shape),
-                        "data_offsets": [offset, offset + len(raw)]}
-        offset += len(raw)
-    header["__metadata__"] = {"format": "pt"}
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(len(text).to_bytes(8, "little"))
-        f.write(text)
-        for _, _, _, raw in tensors:
-            f.write(raw)
 
 
 # ---------------------------------------------------------------------------------

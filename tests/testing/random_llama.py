@@ -10,28 +10,14 @@ import os
 
 import numpy as np
 
+from safetensors_file import write_safetensors
+
 
 def bfloat16_bits(values):
     """float32 array -> uint16 bfloat16 bits, rounded to nearest even."""
     bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
     rounded = bits + 0x7FFF + ((bits >> 16) & 1)
     return (rounded >> 16).astype(np.uint16)
-
-
-def write_safetensors(path, tensors):
-    """tensors: {name: (dtype "F32" or "BF16", shape, raw bytes)}, in that order."""
-    header, offset = {}, 0
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": list(shape),
-                        "data_offsets": [offset, offset + len(raw)]}
-        offset += len(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(len(text).to_bytes(8, "little"))
-        f.write(text)
-        for _, _, raw in tensors.values():
-            f.write(raw)
 
 
 def write_random_llama(directory, hidden, heads, kv_heads, ffn, layers=1,
@@ -73,5 +59,6 @@ def write_random_llama(directory, hidden, heads, kv_heads, ffn, layers=1,
         tensors[p + "mlp.gate_proj.weight"] = tensor((ffn, hidden))
         tensors[p + "mlp.up_proj.weight"] = tensor((ffn, hidden))
         tensors[p + "mlp.down_proj.weight"] = tensor((hidden, ffn))
-    write_safetensors(os.path.join(directory, "model.safetensors"), tensors)
+    write_safetensors(os.path.join(directory, "model.safetensors"),
+                      [(name, *entry) for name, entry in tensors.items()])
     return directory
