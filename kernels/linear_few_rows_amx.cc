@@ -25,6 +25,17 @@
 namespace layerserve::kernels::internal {
 namespace {
 
+// GCC 12's AMX intrinsics under-declare what they read: _tile_loadconfig 8 bytes of
+// the 64-byte config, _tile_loadd no memory at all. So the stores that fill a local
+// config or bias buffer may be dropped as dead (a test program built with them at
+// -O2 ran LDTILECFG on a half-written config: SIGILL). These two say what they read
+// (the second level expands a tile's name to its number before # makes it text).
+#define LS_TILE_LOAD(tile, base, stride) LS_TILE_LOAD_NUMBER(tile, base, stride)
+#define LS_TILE_LOAD_NUMBER(tile, base, stride)                \
+  asm volatile("tileloadd (%0,%1,1), %%tmm" #tile ::"r"(base), \
+               "r"(static_cast<int64_t>(stride))               \
+               : "memory")
+
 // Tile registers: C0..C3 hold the sums of the 16 outputs each of one block column,
 // A the rows' 32 inputs of one k block, B0 and B1 take the 16 outputs' weights in
 // turn. Tile numbers must be immediates.
@@ -59,7 +70,7 @@ void Configure(int64_t rows) {
     config.rows[t] = 16;
     config.bytes_per_row[t] = kTileBytes;
   }
-  _tile_loadconfig(&config);
+  asm volatile("ldtilecfg %0" ::"m"(config));
 }
 
 // The `rows` rows (as configured) of x pairs (row stride `pairs` words) against
@@ -74,23 +85,25 @@ void Column(const FewRowsWeights& w, const uint32_t* x, int64_t pairs, int64_t n
   // stride of 0 loads the same 64 bytes into every row of a C tile.
   alignas(64) float bias[kFewRowsBlockOut] = {};
   std::memcpy(bias, w.bias + n0, columns * sizeof(float));
-  _tile_loadd(LS_C0, bias, 0);
-  _tile_loadd(LS_C1, bias + 16, 0);
-  _tile_loadd(LS_C2, bias + 32, 0);
-  _tile_loadd(LS_C3, bias + 48, 0);
+  LS_TILE_LOAD(LS_C0, bias, 0);
+  LS_TILE_LOAD(LS_C1, bias + 16, 0);
+  LS_TILE_LOAD(LS_C2, bias + 32, 0);
+  LS_TILE_LOAD(LS_C3, bias + 48, 0);
   const auto* column = static_cast<const uint16_t*>(w.data) + nb * w.n_block_stride;
-  const int64_t x_stride = pairs * 4;
+  // In locals: the loads' memory clobber would have w's fields read again each time.
+  const int64_t k_blocks = w.in / w.k_block, k_block_stride = w.k_block_stride;
+  const int64_t x_block = w.k_block / 2, x_stride = pairs * 4;
   constexpr int64_t kPairRow = 2 * kFewRowsBlockOut;  // bfloat16 values per k pair.
-  for (int64_t k0 = 0; k0 < w.in; k0 += w.k_block) {
-    const uint16_t* block = column + (k0 / w.k_block) * w.k_block_stride;
-    _tile_loadd(LS_A, x + k0 / 2, x_stride);
-    _tile_loadd(LS_B0, block, kPairRow * 2);
+  for (int64_t kb = 0; kb < k_blocks; ++kb) {
+    const uint16_t* block = column + kb * k_block_stride;
+    LS_TILE_LOAD(LS_A, x + kb * x_block, x_stride);
+    LS_TILE_LOAD(LS_B0, block, kPairRow * 2);
     _tile_dpbf16ps(LS_C0, LS_A, LS_B0);
-    _tile_loadd(LS_B1, block + 32, kPairRow * 2);
+    LS_TILE_LOAD(LS_B1, block + 32, kPairRow * 2);
     _tile_dpbf16ps(LS_C1, LS_A, LS_B1);
-    _tile_loadd(LS_B0, block + 64, kPairRow * 2);
+    LS_TILE_LOAD(LS_B0, block + 64, kPairRow * 2);
     _tile_dpbf16ps(LS_C2, LS_A, LS_B0);
-    _tile_loadd(LS_B1, block + 96, kPairRow * 2);
+    LS_TILE_LOAD(LS_B1, block + 96, kPairRow * 2);
     _tile_dpbf16ps(LS_C3, LS_A, LS_B1);
   }
   if (columns == kFewRowsBlockOut) {
