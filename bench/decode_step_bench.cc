@@ -5,8 +5,9 @@
 //   demo, the built-in demo model's shapes (4 blocks, hidden 512, 8 query heads
 //     sharing 2 KV heads, 23 MB);
 //   8b, one Llama-3-8B-shaped block (hidden 4096, 32 query heads on 8 KV heads,
-//     d_ff 14336, 436 MB): BM_DecodeStep8B, and BM_DecodeStep8BParts, the same
-//     step with a timer around each part (counters in ms per step).
+//     d_ff 14336, 436 MB): BM_DecodeStep8B, BM_DecodeStep8BParts, the same step
+//     with a timer around each part (counters in ms per step), and its floor
+//     BM_ReadWeights8B, one read of the block's weights.
 // On one thread, and on two: the calling thread plus an idle worker of the server's
 // own Batcher helping through kernels::ParallelFor (server/batching/batcher.h), the
 // path a decode batch takes when the other worker has nothing queued.
@@ -17,6 +18,7 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -27,6 +29,7 @@
 #include "kernels/activation.h"
 #include "kernels/block.h"
 #include "kernels/kv_cache_attention.h"
+#include "kernels/linear_internal.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
 #include "server/batching/batcher.h"
@@ -168,6 +171,53 @@ void BM_DecodeStep8B(benchmark::State& state) {
 BENCHMARK(BM_DecodeStep8B)
     ->ArgsProduct({{1, 4, 16}, {0, 1}})
     ->ArgNames({"sessions", "two_threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The floor of a decode step of the 8B block: its 436 MB of packed weights read once
+// (summed as integers), by one thread or by two sharing chunks as LinearFewRows'
+// threads do.
+void BM_ReadWeights8B(benchmark::State& state) {
+  const BlockWeights& w = Layers(kLlama8B)[0];
+  Batcher<NoContext> helper(BatchOptions{}, 1, [](NoContext&, Batch&) {});
+  kernels::ParallelFor* parallel = state.range(0) != 0 ? &helper : nullptr;
+  struct Span {
+    const uint64_t* data;
+    int64_t words;
+  };
+  std::vector<Span> chunks;  // 1 MiB each.
+  int64_t bytes = 0;
+  for (const kernels::LinearWeights* l :
+       {w.qkv.get(), w.output.get(), w.up.get(), w.down.get()}) {
+    const kernels::internal::FewRowsWeights& few = kernels::internal::FewRowsLayoutOf(*l);
+    const int64_t blocks = (few.out + kernels::internal::kFewRowsBlockOut - 1) /
+                           kernels::internal::kFewRowsBlockOut;
+    const int64_t words = blocks * few.n_block_stride * 2 / 8;
+    const auto* data = static_cast<const uint64_t*>(few.data);
+    for (int64_t i = 0; i < words; i += 1 << 17) {
+      chunks.push_back({data + i, std::min<int64_t>(1 << 17, words - i)});
+    }
+    bytes += words * 8;
+  }
+  std::vector<uint64_t> sums(chunks.size());
+  for (auto _ : state) {
+    kernels::RunParallel(parallel, static_cast<int64_t>(chunks.size()), [&](int64_t c) {
+      uint64_t lanes[8] = {};
+      for (int64_t i = 0; i < chunks[c].words; i += 8) {
+        for (int l = 0; l < 8; ++l) lanes[l] += chunks[c].data[i + l];
+      }
+      sums[c] = lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] +
+                lanes[6] + lanes[7];
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+
+BENCHMARK(BM_ReadWeights8B)
+    ->ArgName("two_threads")
+    ->Arg(0)
+    ->Arg(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
