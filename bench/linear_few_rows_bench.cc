@@ -5,6 +5,9 @@
 // each call reads them from memory, as a decode step does. Rows 1 to 512. The byte
 // rate counts the packed weights read once per call. Peer in the same run: one
 // thread summing 256 MiB of floats (BM_ReadBandwidth), what a single stream can read.
+// With bfloat16 weights LinearFewRows runs AMX tiles where the CPU has them and
+// VDPBF16PS elsewhere (linear_internal.h); BM_LinearFewRowsVdpbf16ps runs the
+// VDPBF16PS kernel on any CPU with AVX512_BF16, to compare the two in one run.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "kernels/linear.h"
+#include "kernels/linear_internal.h"
 
 namespace layerserve::kernels {
 namespace {
@@ -59,6 +63,38 @@ void BM_Linear(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * weights[0]->bytes());
 }
 
+void BM_LinearFewRowsVdpbf16ps(benchmark::State& state) {
+  if (!internal::FewRowsDpbf16Supported()) {
+    return state.SkipWithError("this CPU has no AVX512_BF16");
+  }
+  const auto& weights = Weights(WeightType::kBfloat16);
+  const int64_t rows = state.range(0);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(rows * kIn), y(rows * kOut);
+  for (float& v : x) v = normal(rng);
+  std::vector<uint32_t> pairs;
+  const int64_t blocks =
+      (kOut + internal::kFewRowsBlockOut - 1) / internal::kFewRowsBlockOut;
+  int64_t next = 0;
+  for (auto _ : state) {
+    const internal::FewRowsWeights& w =
+        internal::FewRowsLayoutOf(*weights[next++ % kCopies]);
+    internal::PackBfloat16Pairs(x.data(), rows, kIn, pairs);
+    internal::LinearFewRowsVdpbf16psBlocks(w, pairs.data(), rows, 0, blocks, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * weights[0]->bytes());
+}
+BENCHMARK(BM_LinearFewRowsVdpbf16ps)
+    ->ArgName("rows")
+    ->Arg(1)
+    ->Arg(4)
+    ->Arg(16)
+    ->Arg(32)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 void BM_ReadBandwidth(benchmark::State& state) {
   std::vector<float> data((size_t{256} << 20) / sizeof(float), 1.0f);
   for (auto _ : state) {
@@ -74,7 +110,7 @@ BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int64_t bf16 : {0, 1})
-    for (int64_t rows : {1, 2, 4, 10, 32, 128, 512}) b->Args({rows, bf16});
+    for (int64_t rows : {1, 2, 4, 10, 16, 32, 128, 512}) b->Args({rows, bf16});
   b->ArgNames({"rows", "bf16"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 BENCHMARK(BM_Linear<true>)->Name("BM_LinearFewRows")->Apply(Shapes);

@@ -8,14 +8,26 @@
 
 namespace layerserve::kernels {
 
+// At most this much last-level cache is counted per CPU that shares it: more than
+// any x86 server core has to itself (1.9-5 MiB on Intel Xeons, 4 MiB on AMD EPYC,
+// 12 MiB on its 3D V-Cache parts).
+inline constexpr int64_t kMaxCacheBytesPerCpu = int64_t{16} << 20;
+
 // Bytes of the last-level cache CPU 0 shares with the CPUs next to it (Linux sysfs:
-// the highest cache level of cpu0), or 0 if unknown. Not sysconf's
-// _SC_LEVEL3_CACHE_SIZE: on the AMD EPYC machines this runs on, that reports every
-// core complex's L3 of the socket together (320 MiB where one complex has 32).
+// the highest cache level of cpu0), at most kMaxCacheBytesPerCpu per CPU its
+// shared_cpu_list names; 0 if unknown. Not sysconf's _SC_LEVEL3_CACHE_SIZE: on the
+// AMD EPYC machines this runs on, that reports every core complex's L3 of the
+// socket together (320 MiB where one complex has 32). The cap is for virtual
+// machines, whose sysfs shows the host's whole L3 with only the guest's CPUs
+// sharing it: a 2-CPU VM on an Intel Xeon reads 480 MiB, yet a 436 MB layer
+// streamed from memory there every step (11-14 GB/s, memory's rate; 2026-12-01).
 int64_t LastLevelCacheBytes();
 
 // Parses a sysfs cache size ("32768K", "1M", "512"); 0 if malformed.
 int64_t ParseCacheSize(const char* text);
+
+// The number of CPUs in a sysfs CPU list ("0-1", "0,2-5\n"); 0 if malformed.
+int64_t CountCpuList(const char* text);
 
 }  // namespace layerserve::kernels
 

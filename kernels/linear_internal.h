@@ -41,14 +41,29 @@ void LinearFewRowsBlocks(const FewRowsWeights& w, const float* x, int64_t rows,
 // The layout of `w` as LinearFewRows reads it (data null: it falls back to Linear).
 const FewRowsWeights& FewRowsLayoutOf(const LinearWeights& w);
 
-// The same for bfloat16 weights with VDPBF16PS (linear_few_rows_dpbf16.cc), on CPUs
-// that have AVX512_BF16, from x as PackBfloat16Pairs left it. REQUIRES: w.bf16,
+// The same for bfloat16 weights with the bfloat16 dot-product instructions, on CPUs
+// that have AVX512_BF16, from x as PackBfloat16Pairs left it: AMX tiles (TDPBF16PS)
+// where FewRowsAmxSupported() and w.in is a multiple of w.k_block, else VDPBF16PS.
+// The choice depends on the CPU and the weights, never on `rows`. REQUIRES: w.bf16,
 // w.in even, FewRowsDpbf16Supported().
 bool FewRowsDpbf16Supported();
 void PackBfloat16Pairs(const float* x, int64_t rows, int64_t in,
                        std::vector<uint32_t>& packed);
 void LinearFewRowsDpbf16Blocks(const FewRowsWeights& w, const uint32_t* x, int64_t rows,
                                int64_t nb_begin, int64_t nb_end, float* y);
+
+// The two kernels LinearFewRowsDpbf16Blocks chooses between, for tests and
+// benchmarks. VDPBF16PS (linear_few_rows_dpbf16.cc): REQUIRES as above. AMX
+// (linear_few_rows_amx.cc): also FewRowsAmxSupported() and w.in % w.k_block == 0;
+// 16 rows at a time, so up to 16 rows cost what one does.
+void LinearFewRowsVdpbf16psBlocks(const FewRowsWeights& w, const uint32_t* x,
+                                  int64_t rows, int64_t nb_begin, int64_t nb_end,
+                                  float* y);
+// Whether the CPU has AMX-BF16 (and AVX512_BF16) and the OS lets this process use
+// the tiles (asked for on the first call).
+bool FewRowsAmxSupported();
+void LinearFewRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* x, int64_t rows,
+                            int64_t nb_begin, int64_t nb_end, float* y);
 
 }  // namespace layerserve::kernels::internal
 

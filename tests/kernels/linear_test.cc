@@ -258,7 +258,7 @@ TEST_P(LinearRowIndependenceTest, FewRowsEachRowIsBitIdenticalAtEveryRowCount) {
   LinearContext context;
   const std::vector<float> x = Random(40 * in, rng);
   std::vector<float> alone(out);
-  for (int64_t rows : {1, 2, 3, 4, 5, 8, 13, 40}) {
+  for (int64_t rows : {1, 2, 3, 4, 5, 8, 13, 16, 17, 33, 40}) {
     std::vector<float> y(rows * out);
     LinearFewRows(context, weights, x.data(), rows, y.data());
     for (int64_t r = 0; r < rows; ++r) {
@@ -281,7 +281,7 @@ TEST_P(LinearRowIndependenceTest, FewRowsSplitAcrossThreadsIsBitIdentical) {
     const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
     LinearWeights weights(w.data(), out, in, false, b.data(), GetParam());
     LinearContext context;
-    for (int64_t rows : {1, 4, 7}) {
+    for (int64_t rows : {1, 4, 7, 16, 17}) {
       const std::vector<float> x = Random(rows * in, rng);
       std::vector<float> serial(rows * out), split(rows * out, -1.0f);
       LinearFewRows(context, weights, x.data(), rows, serial.data());
@@ -326,61 +326,176 @@ TEST_P(LinearRowIndependenceTest, FewRowsNanAndInfStayInTheirRow) {
   }
 }
 
-// With bfloat16 weights LinearFewRows runs VDPBF16PS where the CPU has it (even
-// input sizes) and the Highway loop elsewhere: hold each path (dot: the VDPBF16PS
-// one) to the reference, each in its own test so a CPU without AVX512_BF16 reports
-// the VDPBF16PS one as skipped.
-void CheckBfloat16FewRowsPath(bool dot) {
+// With bfloat16 weights LinearFewRows runs one of three kernels: AMX tiles where
+// the CPU and OS allow them and the input size is a multiple of 32, VDPBF16PS where
+// the CPU has AVX512_BF16 (even input sizes), the Highway loop elsewhere. Each is
+// held to the reference here directly (whichever LinearFewRows picks on this CPU),
+// in its own tests so a CPU without one reports its tests as skipped.
+enum class FewRowsKernel { kHighway, kVdpbf16ps, kAmx };
+
+// Why this CPU cannot run `kernel` on `few` (the test skips), or null.
+const char* CannotRun(FewRowsKernel kernel, const internal::FewRowsWeights& few) {
+  if (few.data == nullptr) {
+    return "oneDNN did not pack these bfloat16 weights in the few-rows layout on this "
+           "CPU (it does with AVX-512): LinearFewRows falls back to Linear, tested "
+           "above";
+  }
+  if (kernel == FewRowsKernel::kHighway) return nullptr;
+  if (!internal::FewRowsDpbf16Supported()) {
+    return "this CPU has no AVX512_BF16: LinearFewRows never runs VDPBF16PS or AMX";
+  }
+  if (kernel == FewRowsKernel::kAmx && !internal::FewRowsAmxSupported()) {
+    return "this CPU (or OS) has no AMX-BF16: LinearFewRows never runs AMX";
+  }
+  return nullptr;
+}
+
+// y = x W^T + b by one kernel over all blocks of `few`; x float32 [rows, in].
+void RunKernel(FewRowsKernel kernel, const internal::FewRowsWeights& few, const float* x,
+               int64_t rows, float* y) {
+  const int64_t blocks =
+      (few.out + internal::kFewRowsBlockOut - 1) / internal::kFewRowsBlockOut;
+  if (kernel == FewRowsKernel::kHighway) {
+    std::vector<float> rounded(x, x + rows * few.in);
+    for (float& v : rounded) v = RoundBf16(v);
+    return internal::LinearFewRowsBlocks(few, rounded.data(), rows, 0, blocks, y);
+  }
+  std::vector<uint32_t> pairs;
+  internal::PackBfloat16Pairs(x, rows, few.in, pairs);
+  if (kernel == FewRowsKernel::kAmx) {
+    return internal::LinearFewRowsAmxBlocks(few, pairs.data(), rows, 0, blocks, y);
+  }
+  internal::LinearFewRowsVdpbf16psBlocks(few, pairs.data(), rows, 0, blocks, y);
+}
+
+// Odd sizes: rows across AMX's 16-row tiles, outputs not a multiple of the 64-output
+// block nor of a 16-output vector, inputs a multiple of 32 (the AMX kernel needs
+// it) but not of 64, and, for the others, not a multiple of 32.
+void CheckBfloat16FewRowsKernel(FewRowsKernel kernel) {
   std::mt19937 rng(77);
-  const int64_t in = 768, out = 200;
+  struct Size {
+    int64_t in, out;
+  };
+  std::vector<Size> sizes = {{768, 200}, {96, 7}, {4096, 130}};
+  if (kernel != FewRowsKernel::kAmx) sizes.push_back({70, 65});
+  for (const Size& size : sizes) {
+    const int64_t in = size.in, out = size.out;
+    const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
+    LinearWeights weights(w.data(), out, in, false, b.data(), WeightType::kBfloat16);
+    const internal::FewRowsWeights& few = internal::FewRowsLayoutOf(weights);
+    ASSERT_EQ(few.data != nullptr, weights.few_rows_native());
+    if (const char* why = CannotRun(kernel, few)) GTEST_SKIP() << why;
+    std::vector<float> rounded_w = w;
+    for (float& v : rounded_w) v = RoundBf16(v);
+    for (int64_t rows : {1, 2, 5, 7, 13, 16, 17, 33}) {
+      std::vector<float> x = Random(rows * in, rng), rounded = x;
+      for (float& v : rounded) v = RoundBf16(v);
+      std::vector<float> want(rows * out), got(rows * out);
+      LinearReference(rounded_w.data(), b.data(), out, in, rounded.data(), rows,
+                      want.data());
+      RunKernel(kernel, few, x.data(), rows, got.data());
+      for (int64_t i = 0; i < rows * out; ++i) {
+        // Products of bfloat16 values are exact in float32: only the sums round.
+        double magnitude = std::fabs(b[i % out]);
+        for (int64_t k = 0; k < in; ++k) {
+          magnitude +=
+              std::fabs(rounded[(i / out) * in + k] * rounded_w[(i % out) * in + k]);
+        }
+        const double bound = (in + 2) * 0x1p-24 * magnitude;
+        ASSERT_LE(std::fabs(got[i] - want[i]), bound)
+            << "in " << in << " out " << out << " rows " << rows << " at " << i;
+      }
+    }
+  }
+}
+
+// Each kernel on its own keeps the batcher's promise (LinearFewRows' tests above
+// see only the kernel this CPU picks): a row's bits do not depend on the rows
+// beside it, in its AMX tile or in another one, nor on how many there are; NaN and
+// Inf stay in their row.
+void CheckBfloat16FewRowsKernelRows(FewRowsKernel kernel) {
+  std::mt19937 rng(20261201);
+  const int64_t in = 96, out = 200;
   const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
   LinearWeights weights(w.data(), out, in, false, b.data(), WeightType::kBfloat16);
   const internal::FewRowsWeights& few = internal::FewRowsLayoutOf(weights);
-  ASSERT_EQ(few.data != nullptr, weights.few_rows_native());
-  if (few.data == nullptr) {
-    GTEST_SKIP() << "oneDNN did not pack these bfloat16 weights in the few-rows layout "
-                    "on this CPU (it does with AVX-512): LinearFewRows falls back to "
-                    "Linear, tested above";
+  if (const char* why = CannotRun(kernel, few)) GTEST_SKIP() << why;
+  std::vector<float> x = Random(40 * in, rng);
+  x[3 * in + 5] = std::numeric_limits<float>::quiet_NaN();
+  x[15 * in + 95] = std::numeric_limits<float>::infinity();
+  x[16 * in + 0] = -std::numeric_limits<float>::infinity();
+  x[33 * in + 40] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> alone(40 * out);
+  for (int64_t r = 0; r < 40; ++r) {
+    RunKernel(kernel, few, x.data() + r * in, 1, alone.data() + r * out);
   }
-  std::vector<float> rounded_w = w;
-  for (float& v : rounded_w) v = RoundBf16(v);
-  for (int64_t rows : {1, 2, 5, 7, 13}) {
-    std::vector<float> x = Random(rows * in, rng), rounded = x;
-    for (float& v : rounded) v = RoundBf16(v);
-    std::vector<float> want(rows * out), got(rows * out);
-    LinearReference(rounded_w.data(), b.data(), out, in, rounded.data(), rows,
-                    want.data());
-    const int64_t blocks =
-        (out + internal::kFewRowsBlockOut - 1) / internal::kFewRowsBlockOut;
-    if (dot) {
-      std::vector<uint32_t> pairs;
-      internal::PackBfloat16Pairs(x.data(), rows, in, pairs);
-      internal::LinearFewRowsDpbf16Blocks(few, pairs.data(), rows, 0, blocks, got.data());
-    } else {
-      internal::LinearFewRowsBlocks(few, rounded.data(), rows, 0, blocks, got.data());
+  for (int64_t r : {0, 1, 2, 4, 14, 17, 32, 39}) {  // Finite rows stay finite.
+    for (int64_t o = 0; o < out; ++o) {
+      ASSERT_TRUE(std::isfinite(alone[r * out + o])) << "row " << r << " out " << o;
     }
+  }
+  for (int64_t o = 0; o < out; ++o) {
+    ASSERT_TRUE(std::isnan(alone[3 * out + o])) << o;
+    ASSERT_TRUE(std::isnan(alone[33 * out + o])) << o;
+  }
+  for (int64_t rows : {1, 2, 7, 15, 16, 17, 31, 32, 33, 40}) {
+    std::vector<float> y(rows * out);
+    RunKernel(kernel, few, x.data(), rows, y.data());
     for (int64_t i = 0; i < rows * out; ++i) {
-      // Products of bfloat16 values are exact in float32: only the sums round.
-      double magnitude = std::fabs(b[i % out]);
-      for (int64_t k = 0; k < in; ++k) {
-        magnitude +=
-            std::fabs(rounded[(i / out) * in + k] * rounded_w[(i % out) * in + k]);
-      }
-      const double bound = (in + 2) * 0x1p-24 * magnitude;
-      ASSERT_LE(std::fabs(got[i] - want[i]), bound) << "rows " << rows << " at " << i;
+      // Same bits, NaN included (std::memcmp: NaN != NaN).
+      ASSERT_EQ(std::memcmp(&y[i], &alone[i], sizeof(float)), 0)
+          << "rows " << rows << " row " << i / out << " out " << i % out << ": " << y[i]
+          << " alone " << alone[i];
     }
   }
 }
 
-TEST(LinearFewRowsTest, Bfloat16HighwayPathMatchesReference) {
-  CheckBfloat16FewRowsPath(/*dot=*/false);
+TEST(LinearFewRowsTest, Bfloat16HighwayKernelMatchesReference) {
+  CheckBfloat16FewRowsKernel(FewRowsKernel::kHighway);
 }
 
-TEST(LinearFewRowsTest, Bfloat16Vdpbf16psPathMatchesReference) {
-  if (!internal::FewRowsDpbf16Supported()) {
-    GTEST_SKIP() << "this CPU has no AVX512_BF16: LinearFewRows never runs VDPBF16PS";
+TEST(LinearFewRowsTest, Bfloat16Vdpbf16psKernelMatchesReference) {
+  CheckBfloat16FewRowsKernel(FewRowsKernel::kVdpbf16ps);
+}
+
+TEST(LinearFewRowsTest, Bfloat16AmxKernelMatchesReference) {
+  CheckBfloat16FewRowsKernel(FewRowsKernel::kAmx);
+}
+
+TEST(LinearFewRowsTest, Bfloat16HighwayKernelRowsAreIndependent) {
+  CheckBfloat16FewRowsKernelRows(FewRowsKernel::kHighway);
+}
+
+TEST(LinearFewRowsTest, Bfloat16Vdpbf16psKernelRowsAreIndependent) {
+  CheckBfloat16FewRowsKernelRows(FewRowsKernel::kVdpbf16ps);
+}
+
+TEST(LinearFewRowsTest, Bfloat16AmxKernelRowsAreIndependent) {
+  CheckBfloat16FewRowsKernelRows(FewRowsKernel::kAmx);
+}
+
+// LinearFewRows picks AMX exactly where linear_internal.h says: the choice depends
+// on the CPU and the weights' input size, never on the rows.
+TEST(LinearFewRowsTest, Bfloat16PicksAmxWhereSupportedAndInputsFillKBlocks) {
+  std::mt19937 rng(5);
+  for (int64_t in : {64, 96, 70}) {
+    const int64_t out = 100;
+    const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
+    LinearWeights weights(w.data(), out, in, false, b.data(), WeightType::kBfloat16);
+    const internal::FewRowsWeights& few = internal::FewRowsLayoutOf(weights);
+    if (const char* why = CannotRun(FewRowsKernel::kVdpbf16ps, few)) GTEST_SKIP() << why;
+    const FewRowsKernel expected = in % 32 == 0 && internal::FewRowsAmxSupported()
+                                       ? FewRowsKernel::kAmx
+                                       : FewRowsKernel::kVdpbf16ps;
+    LinearContext context;
+    for (int64_t rows : {1, 16, 17}) {
+      const std::vector<float> x = Random(rows * in, rng);
+      std::vector<float> got(rows * out), want(rows * out);
+      LinearFewRows(context, weights, x.data(), rows, got.data());
+      RunKernel(expected, few, x.data(), rows, want.data());
+      ASSERT_EQ(got, want) << "in " << in << " rows " << rows;
+    }
   }
-  CheckBfloat16FewRowsPath(/*dot=*/true);
 }
 
 // The dot-product path's packing converts sixteen values at a time: each word must
