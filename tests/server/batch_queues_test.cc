@@ -1,6 +1,7 @@
 // BatchQueues with a fake clock: time is a value the test moves, nothing sleeps.
 #include "server/batching/batch_queues.h"
 
+#include <limits>
 #include <random>
 
 #include "gtest/gtest.h"
@@ -13,20 +14,25 @@ using ::layerserve::testing::StatusIs;
 
 class FakeTask : public BatchTask {
  public:
-  FakeTask(int id, int64_t rows) : id_(id), rows_(rows) {}
+  FakeTask(int id, int64_t rows,
+           int64_t max_batch_rows = std::numeric_limits<int64_t>::max())
+      : id_(id), rows_(rows), max_batch_rows_(max_batch_rows) {}
   int64_t rows() const override { return rows_; }
+  int64_t max_batch_rows() const override { return max_batch_rows_; }
   int id() const { return id_; }
 
  private:
   const int id_;
   const int64_t rows_;
+  const int64_t max_batch_rows_;
 };
 
 const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
 
 absl::Status Add(BatchQueues& queues, const std::string& key, int id, int64_t rows,
-                 absl::Time now) {
-  std::unique_ptr<BatchTask> task = std::make_unique<FakeTask>(id, rows);
+                 absl::Time now,
+                 int64_t max_batch_rows = std::numeric_limits<int64_t>::max()) {
+  std::unique_ptr<BatchTask> task = std::make_unique<FakeTask>(id, rows, max_batch_rows);
   absl::Status status = queues.Schedule(key, task, now);
   EXPECT_EQ(status.ok(), task == nullptr) << "ownership moves only on success";
   return status;
@@ -88,6 +94,39 @@ TEST(BatchQueuesTest, TaskLargerThanTheLimitRunsAlone) {
   closed = queues.TakeClosed(kStart, false);
   ASSERT_TRUE(closed);
   EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{2}));
+}
+
+// A task's own bound (a chunked prefill's part) limits the batch it is in, whether
+// it comes first or joins later; tasks without one batch up to max_batch_rows.
+TEST(BatchQueuesTest, TaskBoundLimitsItsBatch) {
+  BatchQueues queues(Options(100, absl::Seconds(1), 100));
+  ASSERT_TRUE(Add(queues, "k", 1, 4, kStart, /*max_batch_rows=*/8).ok());
+  EXPECT_EQ(queues.NextClose(), kStart + absl::Seconds(1)) << "4 rows < its bound 8";
+  ASSERT_TRUE(Add(queues, "k", 2, 4, kStart, 8).ok());
+  EXPECT_LE(queues.NextClose(), kStart) << "the first task's bound is reached";
+  ASSERT_TRUE(Add(queues, "k", 3, 4, kStart, 8).ok());
+  ASSERT_TRUE(Add(queues, "k", 4, 30, kStart).ok());
+  ASSERT_TRUE(Add(queues, "k", 5, 5, kStart, 8).ok());
+  ASSERT_TRUE(Add(queues, "k", 6, 20, kStart).ok());
+  ASSERT_TRUE(Add(queues, "k", 7, 20, kStart).ok());
+  auto closed = queues.TakeClosed(kStart, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{1, 2}));
+  closed = queues.TakeClosed(kStart, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{3})) << "30 more rows pass its 8";
+  // 75 rows left, under 100 and under 4's (no) bound: they close by age.
+  EXPECT_FALSE(queues.TakeClosed(kStart, false));
+  const absl::Time aged = kStart + absl::Seconds(1);
+  closed = queues.TakeClosed(aged, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{4})) << "5 would join 30 rows";
+  closed = queues.TakeClosed(aged, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{5}));
+  closed = queues.TakeClosed(aged, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{6, 7})) << "unbounded: up to 100";
 }
 
 TEST(BatchQueuesTest, KeysNeverMixAndTheOldestClosedQueueGoesFirst) {
