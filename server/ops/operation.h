@@ -42,9 +42,11 @@
 // then queues the job again under its batch key, behind what waits already (other
 // keys' batches run before its next part), and answers its call once, when a run
 // leaves it Finished: the health RunBatch returns for an unfinished job is unused,
-// and the response must be whole by then. Between parts the call is checked as in
-// the queue (cancelled, expired: JobOutcome::kStopped). Rows(), MaxBatchRows()
-// describe the next part. BlockForward's chunked prefill is the one user.
+// and the response must be whole by then; its metrics are recorded once (compute
+// time: the parts' sum; queue time: before the first). Between parts the call is
+// checked as in the queue (cancelled, expired: JobOutcome::kStopped). Rows() and
+// MaxBatchRows() describe the next part. BlockForward's chunked prefill is the one
+// user.
 #ifndef LAYERSERVE_SERVER_OPS_OPERATION_H_
 #define LAYERSERVE_SERVER_OPS_OPERATION_H_
 

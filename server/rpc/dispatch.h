@@ -133,7 +133,7 @@ class OperationTask final : public ServedTask {
       // longer in `batch`).
       const grpc::Status failed = StatusOfCurrentException(Op::kMethod);
       for (auto& task : batch) {
-        if (task != nullptr) static_cast<OperationTask&>(*task).Fail(failed, metrics);
+        if (task != nullptr) static_cast<OperationTask&>(*task).Fail(failed);
       }
     }
   }
@@ -146,8 +146,11 @@ class OperationTask final : public ServedTask {
     for (auto& task : batch) {
       auto* t = static_cast<OperationTask*>(task.get());
       rows += t->rows();
-      t->queued_ += start - t->enqueued();
-      if (t->StillWanted(metrics)) live.push_back(t);
+      // Once per call, as it is taken for its first part: how long it waited
+      // before computing began (tests and dashboards read the count as "a worker
+      // took it"). The waits of a job in parts between them are not in it.
+      if (t->parts_ == 0) metrics.Queued(Op::kMethod, start - t->enqueued());
+      if (t->StillWanted()) live.push_back(t);
     }
     metrics.BatchTaken(Op::kMethod, static_cast<int64_t>(batch.size()), rows);
     if constexpr (Op::kBatchRun == BatchRun::kOneCallPerBatch) {
@@ -177,7 +180,7 @@ class OperationTask final : public ServedTask {
         // does not take (it stops, or its queue is full) runs its next part here.
         live.clear();
         for (OperationTask* t : unfinished) {
-          if (!t->Requeue(batch) && t->StillWanted(metrics)) live.push_back(t);
+          if (!t->Requeue(batch) && t->StillWanted()) live.push_back(t);
         }
         begin = absl::Now();
       }
@@ -191,7 +194,7 @@ class OperationTask final : public ServedTask {
           t->Done(health, metrics);
         } catch (...) {
           // Its own kernel call: the others of the batch go on.
-          t->Fail(StatusOfCurrentException(Op::kMethod), metrics);
+          t->Fail(StatusOfCurrentException(Op::kMethod));
         }
       }
     }
@@ -199,10 +202,9 @@ class OperationTask final : public ServedTask {
 
   // Answers the call, and returns false, if its client has gone or its deadline
   // passed while it was queued (before its first part or between two).
-  bool StillWanted(Metrics& metrics) {
+  bool StillWanted() {
     const grpc::Status wanted = call_.CheckStillWanted(/*between_parts=*/parts_ > 0);
     if (wanted.ok()) return true;
-    metrics.Queued(Op::kMethod, queued_);
     Answer(parts_ > 0 ? JobOutcome::kStopped : JobOutcome::kNotComputed, wanted);
     return false;
   }
@@ -230,7 +232,6 @@ class OperationTask final : public ServedTask {
   // and answers it.
   void Done(const OutputHealth& health, Metrics& metrics) {
     const char* method = Op::kMethod;
-    metrics.Queued(method, queued_);
     metrics.Computed(method, computed_);
     metrics.InputValues(method, Op::InputStats(job_, health));
     metrics.OutputValues(method, health.stats);
@@ -261,14 +262,10 @@ class OperationTask final : public ServedTask {
     call_.Finish(status);
   }
 
-  // Answer(kFailed, status), from a catch block: whatever End or the metrics
-  // throw, the call is answered.
-  void Fail(const grpc::Status& status, Metrics& metrics) noexcept {
+  // Answer(kFailed, status), from a catch block: whatever End throws, the call is
+  // answered.
+  void Fail(const grpc::Status& status) noexcept {
     if (!call_.pending()) return;
-    try {
-      metrics.Queued(Op::kMethod, queued_);
-    } catch (...) {
-    }
     try {
       Op::End(job_, JobOutcome::kFailed);
     } catch (...) {
@@ -282,11 +279,10 @@ class OperationTask final : public ServedTask {
   const std::string key_;
   Batcher<WorkerContext>* const batcher_;
   const int64_t max_response_bytes_;
-  // Parts run (1 for a job that runs whole), and their time; time in the queue
-  // before each. Metrics record each once per call.
+  // Parts run (1 for a job that runs whole), and their compute time, which the
+  // metrics record once, with the answer.
   int64_t parts_ = 0;
   absl::Duration computed_;
-  absl::Duration queued_;
 };
 
 // The shape of every compute RPC: refuse while draining, validate, check the
