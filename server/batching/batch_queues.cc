@@ -15,8 +15,13 @@ absl::Status BatchQueues::Schedule(const std::string& key,
   }
   task->enqueued_ = now;
   Queue& queue = queues_[key];
+  auto at = queue.tasks.end();
+  if (task->resumed()) {
+    at = std::find_if(queue.tasks.begin(), queue.tasks.end(),
+                      [](const auto& queued) { return !queued->resumed(); });
+  }
   queue.rows += task->rows();
-  queue.tasks.push_back(std::move(task));
+  queue.tasks.insert(at, std::move(task));
   ++size_;
   return absl::OkStatus();
 }

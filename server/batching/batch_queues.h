@@ -63,6 +63,12 @@ class BatchTask {
   // between them (a chunked prefill) would otherwise gather the parts of many
   // tasks into one long batch.
   virtual int64_t max_batch_rows() const { return std::numeric_limits<int64_t>::max(); }
+  // Whether this task is queued again to go on (its earlier parts ran): it goes
+  // ahead of the tasks of its key that have not started, behind those going on
+  // already, so that work in parts finishes in the order it started instead of
+  // taking turns with what arrived later (which would delay every one of them).
+  // Other keys still see it as arriving now: their older tasks go first.
+  virtual bool resumed() const { return false; }
 
  private:
   friend class BatchQueues;
@@ -86,8 +92,9 @@ class BatchQueues {
  public:
   explicit BatchQueues(const BatchOptions& options) : options_(options) {}
 
-  // Queues `task` under `key` and takes it (leaving `task` null), or leaves it to
-  // the caller and returns RESOURCE_EXHAUSTED when max_queue_size tasks wait.
+  // Queues `task` under `key` (last, or ahead of those not started if it is
+  // resumed()) and takes it (leaving `task` null), or leaves it to the caller and
+  // returns RESOURCE_EXHAUSTED when max_queue_size tasks wait.
   absl::Status Schedule(const std::string& key, std::unique_ptr<BatchTask>& task,
                         absl::Time now);
 

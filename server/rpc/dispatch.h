@@ -111,6 +111,8 @@ class OperationTask final : public ServedTask {
   int64_t max_batch_rows() const override { return Op::MaxBatchRows(job_); }
   // Asked once per batch, of its first task.
   bool gathers() const override { return Op::Gathers(job_); }
+  // Queued again for its next part.
+  bool resumed() const override { return parts_ > 0; }
 
   void Refuse(const grpc::Status& status) override {
     Answer(JobOutcome::kNotComputed, status);

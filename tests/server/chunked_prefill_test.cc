@@ -523,8 +523,8 @@ TEST_F(ChunkedPrefillTest, SessionClosedBetweenChunksStillAnswersTheWholePrefill
   EXPECT_EQ(service_->sessions().bytes(), 0);
 }
 
-// Prefills queued together run at most a chunk's tokens per batch, and each gets
-// what it gets alone, bit for bit.
+// Prefills queued together run at most a chunk's tokens per batch, one after
+// another (not taking turns), and each gets what it gets alone, bit for bit.
 TEST_F(ChunkedPrefillTest, PrefillsQueuedTogetherRunAChunkPerBatch) {
   const std::string first = Open();
   std::vector<std::string> ids;
@@ -551,6 +551,8 @@ TEST_F(ChunkedPrefillTest, PrefillsQueuedTogetherRunAChunkPerBatch) {
     for (const Part& part : batch) rows += part.tokens;
     EXPECT_LE(rows, kChunk);
   }
+  // The prefill going on goes on first: its chunks before the others' first.
+  EXPECT_LT(observer_.BatchesOf(first).back(), observer_.BatchesOf(ids[0]).front());
   observer_.SetHook(nullptr);
   for (int i = 0; i < 3; ++i) {
     v1::BlockForwardResponse response;
