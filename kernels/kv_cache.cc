@@ -29,6 +29,15 @@ int64_t KvCache::BytesToGrow(int64_t tokens) const {
   return need > have ? (need - have) * layers_ * BlockBytes() : 0;
 }
 
+void KvCache::Truncate(int64_t length) {
+  const size_t blocks =
+      static_cast<size_t>((length + kKvBlockTokens - 1) / kKvBlockTokens);
+  for (auto& layer : blocks_) {
+    if (layer.size() > blocks) layer.resize(blocks);
+  }
+  length_ = length;
+}
+
 const void* KvCache::KeyBlock(int64_t layer, int64_t block) const {
   return blocks_[layer][block].get();
 }

@@ -55,6 +55,11 @@ class KvCache {
   const void* ValueBlock(int64_t layer, int64_t block) const;
   // The call's tokens become part of the cache.
   void Commit(int64_t tokens) { length_ += tokens; }
+  // Forgets the committed tokens from `length` on and frees the blocks only they
+  // used, so that bytes() is what caching `length` tokens took: a call that ran in
+  // parts and was stopped between them leaves the cache as it found it.
+  // REQUIRES: 0 <= length <= length(), and no tokens appended uncommitted.
+  void Truncate(int64_t length);
 
  private:
   int64_t BlockBytes() const;

@@ -1,5 +1,7 @@
 #include "server/batching/batch_queues.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace layerserve {
@@ -13,15 +15,22 @@ absl::Status BatchQueues::Schedule(const std::string& key,
   }
   task->enqueued_ = now;
   Queue& queue = queues_[key];
+  auto at = queue.tasks.end();
+  if (task->resumed()) {
+    at = std::find_if(queue.tasks.begin(), queue.tasks.end(),
+                      [](const auto& queued) { return !queued->resumed(); });
+  }
   queue.rows += task->rows();
-  queue.tasks.push_back(std::move(task));
+  queue.tasks.insert(at, std::move(task));
   ++size_;
   return absl::OkStatus();
 }
 
 absl::Time BatchQueues::CloseTime(const std::string& key, const Queue& queue) const {
   if (holds_.count(key) > 0) return absl::InfiniteFuture();
-  if (queue.rows >= options_.max_batch_rows) return absl::InfinitePast();
+  if (queue.rows >=
+      std::min(options_.max_batch_rows, queue.tasks.front()->max_batch_rows()))
+    return absl::InfinitePast();
   const absl::Time aged = queue.tasks.front()->enqueued() + options_.max_queue_delay;
   auto gather = gathers_.find(key);
   if (gather == gathers_.end() ||
@@ -71,9 +80,13 @@ std::optional<BatchQueues::Closed> BatchQueues::TakeClosed(absl::Time now, bool 
   Closed closed;
   closed.key = chosen->first;
   Queue& queue = chosen->second;
+  int64_t limit = options_.max_batch_rows;  // And every taken task's bound.
   while (!queue.tasks.empty()) {
-    const int64_t rows = queue.tasks.front()->rows();
-    if (!closed.tasks.empty() && closed.rows + rows > options_.max_batch_rows) break;
+    const BatchTask& next = *queue.tasks.front();
+    const int64_t rows = next.rows();
+    const int64_t next_limit = std::min(limit, next.max_batch_rows());
+    if (!closed.tasks.empty() && closed.rows + rows > next_limit) break;
+    limit = next_limit;
     closed.rows += rows;
     closed.tasks.push_back(std::move(queue.tasks.front()));
     queue.tasks.pop_front();

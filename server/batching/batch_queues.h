@@ -2,11 +2,13 @@
 // queue per key (what must match for tasks to share one kernel call) and leave in
 // closed batches. Time is passed in, so tests drive it with a fake clock.
 //
-// A queue's batch closes when its tasks hold max_batch_rows rows, when its oldest
-// task has waited max_queue_delay, or when the caller flushes (shutdown). A closed
-// batch takes tasks from the front while they fit in max_batch_rows, and always at
-// least one, so a task larger than the limit runs alone. Among closed queues the one
-// whose oldest task arrived first goes next. Not thread-safe: the Batcher locks.
+// A queue's batch closes when its tasks hold max_batch_rows rows (or the bound of
+// its first task, below), when its oldest task has waited max_queue_delay, or when
+// the caller flushes (shutdown). A closed batch takes tasks from the front while
+// they fit in max_batch_rows and in the bound of every task it holds
+// (BatchTask::max_batch_rows()), and always at least one, so a task larger than the
+// limit runs alone. Among closed queues the one whose oldest task arrived first
+// goes next. Not thread-safe: the Batcher locks.
 //
 // Holds and gathers, for batches whose loops the Batcher shares with idle workers
 // (decode steps of many KV-cache sessions: streaming a model's weights dominates,
@@ -29,6 +31,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -55,6 +58,17 @@ class BatchTask {
   // (see above): true for work whose batches each pay a cost that does not grow
   // with their size, such as reading weights from memory.
   virtual bool gathers() const { return false; }
+  // The most rows a batch holding this task may have (BatchOptions::max_batch_rows
+  // bounds it too): work that runs in parts so that other keys' batches run
+  // between them (a chunked prefill) would otherwise gather the parts of many
+  // tasks into one long batch.
+  virtual int64_t max_batch_rows() const { return std::numeric_limits<int64_t>::max(); }
+  // Whether this task is queued again to go on (its earlier parts ran): it goes
+  // ahead of the tasks of its key that have not started, behind those going on
+  // already, so that work in parts finishes in the order it started instead of
+  // taking turns with what arrived later (which would delay every one of them).
+  // Other keys still see it as arriving now: their older tasks go first.
+  virtual bool resumed() const { return false; }
 
  private:
   friend class BatchQueues;
@@ -78,8 +92,9 @@ class BatchQueues {
  public:
   explicit BatchQueues(const BatchOptions& options) : options_(options) {}
 
-  // Queues `task` under `key` and takes it (leaving `task` null), or leaves it to
-  // the caller and returns RESOURCE_EXHAUSTED when max_queue_size tasks wait.
+  // Queues `task` under `key` (last, or ahead of those not started if it is
+  // resumed()) and takes it (leaving `task` null), or leaves it to the caller and
+  // returns RESOURCE_EXHAUSTED when max_queue_size tasks wait.
   absl::Status Schedule(const std::string& key, std::unique_ptr<BatchTask>& task,
                         absl::Time now);
 

@@ -1,6 +1,7 @@
 #include "server/ops/block_forward.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -86,7 +87,7 @@ absl::Status LeaseSession(const v1::BlockForwardRequest& request, SessionStore* 
 
 absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
     const v1::BlockForwardRequest& request, const ModelRepository& models,
-    SessionStore* sessions) {
+    SessionStore* sessions, int64_t prefill_chunk_tokens) {
   BlockForwardJob job;
   if (!request.has_hidden_states()) {
     return absl::InvalidArgumentError("hidden_states: required");
@@ -160,37 +161,91 @@ absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
   ASSIGN_OR_RETURN(
       job.output_type,
       ResolveOutputType(request.output_dtype(), job.hidden.info.dtype, "output_dtype"));
+  // Only session calls run in chunks: a chunk attends over the earlier ones through
+  // the session's cache, which a call without a session does not have.
+  if (job.session) {
+    job.chunk_tokens = prefill_chunk_tokens;
+    job.cache_length = job.session.get()->cache.length();
+  }
   return job;
 }
 
+namespace {
+
+// Fills `response` for a job whose last part has run: `out` holds its output
+// [B, T, D], `job.entropy` its sums.
+OutputHealth FinishBlockForward(BlockForwardJob& job, float* out,
+                                v1::BlockForwardResponse* response) {
+  const kernels::BlockConfig& config = job.model->block;
+  const int64_t d = config.hidden_size, heads = config.num_heads;
+  if (Session* session = job.session.get()) {
+    response->set_session_length(session->cache.length());
+  }
+  // Padded rows come back as zeros, as the proto promises.
+  for (int64_t b = 0; b < job.batch; ++b) {
+    std::fill(out + (b * job.tokens + job.lengths[b]) * d, out + (b + 1) * job.tokens * d,
+              0.0f);
+  }
+  OutputHealth health;
+  health.saturated =
+      EncodeTensor(job.hidden.info.shape, out, job.batch * job.tokens * d,
+                   job.output_type, response->mutable_hidden_states(), &health.stats);
+  int64_t real_tokens = 0;
+  for (int64_t length : job.lengths) real_tokens += length;
+  double entropy_total = 0;
+  for (int64_t l = 0; l < job.num_layers; ++l) {
+    v1::AttentionStats* stats = nullptr;
+    if (job.want_attention_stats) {
+      stats = response->add_attention_stats();
+      stats->set_layer(static_cast<int32_t>(job.layer_start + l));
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      const double mean = job.entropy[l * heads + h] / real_tokens;
+      entropy_total += mean;
+      if (stats != nullptr) stats->add_head_entropy_nats(static_cast<float>(mean));
+    }
+  }
+  health.attention_entropy_nats =
+      entropy_total / static_cast<double>(heads * job.num_layers);
+  return health;
+}
+
+}  // namespace
+
 std::vector<OutputHealth> RunBlockForwardBatch(
-    kernels::BlockKernels& kernels, const std::vector<const BlockForwardJob*>& jobs,
+    kernels::BlockKernels& kernels, const std::vector<BlockForwardJob*>& jobs,
     const std::vector<v1::BlockForwardResponse*>& responses) {
   const BlockForwardJob& first = *jobs.front();
   const Model& model = *first.model;
   const kernels::BlockConfig& config = model.block;
   const int64_t d = config.hidden_size, rotary_dim = config.rotary_dim;
+  const int64_t heads = config.num_heads;
 
-  // The sequences of all jobs, one after another.
+  // The sequences of all jobs, one after another: each job's next part (a job in
+  // chunks has one sequence).
   kernels::BlockBatch batch;
   batch.causal = first.causal;
-  std::vector<int64_t> job_row(jobs.size()), job_sequence(jobs.size());
+  std::vector<int64_t> job_row(jobs.size()), job_sequence(jobs.size()), part(jobs.size());
   for (size_t j = 0; j < jobs.size(); ++j) {
+    const BlockForwardJob& job = *jobs[j];
+    part[j] = job.PartTokens();
     job_row[j] = batch.rows;
     job_sequence[j] = static_cast<int64_t>(batch.starts.size());
-    Session* session = jobs[j]->session.get();
-    for (int64_t b = 0; b < jobs[j]->batch; ++b) {
+    Session* session = job.session.get();
+    for (int64_t b = 0; b < job.batch; ++b) {
       batch.caches.push_back(session == nullptr ? nullptr : &session->cache);
-      batch.starts.push_back(batch.rows + b * jobs[j]->tokens);
-      batch.tokens.push_back(jobs[j]->tokens);
-      batch.lengths.push_back(jobs[j]->lengths[b]);
+      batch.starts.push_back(batch.rows + b * part[j]);
+      batch.tokens.push_back(part[j]);
+      // Only whole calls have padding.
+      batch.lengths.push_back(job.InChunks() ? part[j] : job.lengths[b]);
     }
-    batch.rows += jobs[j]->batch * jobs[j]->tokens;
+    batch.rows += job.batch * part[j];
   }
+  // A part's rows of a job: [done, done + part) of its one sequence, or all of them.
   std::vector<float> x(batch.rows * d);
   for (size_t j = 0; j < jobs.size(); ++j) {
-    std::copy(jobs[j]->hidden.values.begin(), jobs[j]->hidden.values.end(),
-              x.begin() + job_row[j] * d);
+    const float* in = jobs[j]->hidden.values.data() + jobs[j]->done * d;
+    std::copy(in, in + jobs[j]->batch * part[j] * d, x.begin() + job_row[j] * d);
   }
   std::vector<float> cos, sin;
   if (config.has_rope) {
@@ -198,15 +253,16 @@ std::vector<OutputHealth> RunBlockForwardBatch(
     sin.resize(batch.rows * rotary_dim);
     for (size_t j = 0; j < jobs.size(); ++j) {
       // Per job: dynamic NTK scales by the job's own longest sequence (max position
-      // + 1), so a job's angles never depend on its batch mates.
+      // + 1), so a job's angles never depend on its batch mates, nor a chunk's on
+      // where the call was cut.
       const std::vector<int64_t>& positions = jobs[j]->positions;
       const int64_t seq_len = *std::max_element(positions.begin(), positions.end()) + 1;
       const kernels::RopeFrequencies frequencies = kernels::ComputeRopeFrequencies(
           config.rope_theta, rotary_dim, config.rope_scaling, seq_len);
-      kernels::ComputeRopeTables(frequencies, kernels::RopeStyle::kHalf, positions.data(),
-                                 static_cast<int64_t>(positions.size()),
-                                 cos.data() + job_row[j] * rotary_dim,
-                                 sin.data() + job_row[j] * rotary_dim);
+      kernels::ComputeRopeTables(
+          frequencies, kernels::RopeStyle::kHalf, positions.data() + jobs[j]->done,
+          jobs[j]->batch * part[j], cos.data() + job_row[j] * rotary_dim,
+          sin.data() + job_row[j] * rotary_dim);
     }
     batch.cos = cos.data();
     batch.sin = sin.data();
@@ -214,61 +270,47 @@ std::vector<OutputHealth> RunBlockForwardBatch(
 
   // Entropy is nearly free (the softmax pass sums it), so it is always taken: the
   // metrics export it for every request.
-  const int64_t heads = config.num_heads;
+  for (BlockForwardJob* job : jobs) job->entropy.resize(job->num_layers * heads);
   std::vector<double> entropy(batch.starts.size() * heads);
-  std::vector<double> entropy_total(jobs.size());
-  for (int64_t layer = first.layer_start; layer < first.layer_start + first.num_layers;
-       ++layer) {
+  for (int64_t l = 0; l < first.num_layers; ++l) {
     std::fill(entropy.begin(), entropy.end(), 0.0);
-    batch.cache_layer = layer - first.layer_start;
-    kernels::BlockForward(config, model.blocks[layer], batch, kernels, x.data(),
-                          entropy.data());
+    batch.cache_layer = l;
+    kernels::BlockForward(config, model.blocks[first.layer_start + l], batch, kernels,
+                          x.data(), entropy.data());
     for (size_t j = 0; j < jobs.size(); ++j) {
-      const BlockForwardJob& job = *jobs[j];
-      int64_t real_tokens = 0;
-      for (int64_t length : job.lengths) real_tokens += length;
-      v1::AttentionStats* stats = nullptr;
-      if (job.want_attention_stats) {
-        stats = responses[j]->add_attention_stats();
-        stats->set_layer(static_cast<int32_t>(layer));
-      }
+      BlockForwardJob& job = *jobs[j];
       for (int64_t h = 0; h < heads; ++h) {
         double sum = 0;
         for (int64_t b = 0; b < job.batch; ++b) {
           sum += entropy[(job_sequence[j] + b) * heads + h];
         }
-        entropy_total[j] += sum / real_tokens;
-        if (stats != nullptr)
-          stats->add_head_entropy_nats(static_cast<float>(sum / real_tokens));
+        job.entropy[l * heads + h] += sum;
       }
     }
   }
 
   std::vector<OutputHealth> health(jobs.size());
   for (size_t j = 0; j < jobs.size(); ++j) {
-    const BlockForwardJob& job = *jobs[j];
-    if (Session* session = job.session.get()) {
-      session->cache.Commit(job.tokens);
-      responses[j]->set_session_length(session->cache.length());
-    }
+    BlockForwardJob& job = *jobs[j];
+    if (Session* session = job.session.get()) session->cache.Commit(part[j]);
     float* out = x.data() + job_row[j] * d;
-    // Padded rows come back as zeros, as the proto promises.
-    for (int64_t b = 0; b < job.batch; ++b) {
-      std::fill(out + (b * job.tokens + job.lengths[b]) * d,
-                out + (b + 1) * job.tokens * d, 0.0f);
+    if (job.InChunks()) {
+      job.output.resize(job.tokens * d);
+      std::copy(out, out + part[j] * d, job.output.begin() + job.done * d);
+      out = job.output.data();
     }
-    health[j].saturated = EncodeTensor(
-        job.hidden.info.shape, out, job.batch * job.tokens * d, job.output_type,
-        responses[j]->mutable_hidden_states(), &health[j].stats);
-    health[j].attention_entropy_nats =
-        entropy_total[j] / static_cast<double>(heads * job.num_layers);
+    job.done += part[j];
+    if (job.done == job.tokens) health[j] = FinishBlockForward(job, out, responses[j]);
   }
   return health;
 }
 
-OutputHealth RunBlockForward(kernels::BlockKernels& kernels, const BlockForwardJob& job,
+OutputHealth RunBlockForward(kernels::BlockKernels& kernels, BlockForwardJob& job,
                              v1::BlockForwardResponse* response) {
-  return RunBlockForwardBatch(kernels, {&job}, {response}).front();
+  while (true) {
+    const OutputHealth health = RunBlockForwardBatch(kernels, {&job}, {response}).front();
+    if (job.done == job.tokens) return health;
+  }
 }
 
 std::string BlockForwardOp::BatchKey(const Job& job) {
@@ -279,9 +321,16 @@ std::string BlockForwardOp::BatchKey(const Job& job) {
 }
 
 std::vector<OutputHealth> BlockForwardOp::RunBatch(
-    WorkerContext& worker, const std::vector<const Job*>& jobs,
+    WorkerContext& worker, const std::vector<Job*>& jobs,
     const std::vector<Response*>& responses) {
   return RunBlockForwardBatch(worker.block, jobs, responses);
+}
+
+int64_t BlockForwardOp::MaxBatchRows(const Job& job) {
+  if (job.chunk_tokens > 0 && job.tokens > kernels::kShortSequenceTokens) {
+    return job.chunk_tokens;
+  }
+  return std::numeric_limits<int64_t>::max();
 }
 
 bool BlockForwardOp::Gathers(const Job& job) {
@@ -306,9 +355,15 @@ void BlockForwardOp::RecordComputed(const Job& job, const OutputHealth& health,
 void BlockForwardOp::End(Job& job, JobOutcome outcome) {
   if (outcome == JobOutcome::kFailed) {
     job.session.ReleaseFailed();
-  } else {
-    job.session.Release(/*computed=*/outcome == JobOutcome::kComputed);
+    return;
   }
+  // Stopped between chunks: the chunks that ran are committed to the cache. They
+  // go, with the blocks they took, so the lease returns what it reserved and the
+  // session is as before the call (its next call can send the prefill again).
+  if (outcome == JobOutcome::kStopped && job.session) {
+    job.session.get()->cache.Truncate(job.cache_length);
+  }
+  job.session.Release(/*computed=*/outcome == JobOutcome::kComputed);
 }
 
 }  // namespace layerserve

@@ -6,6 +6,7 @@
 #ifndef LAYERSERVE_SERVER_OPS_BLOCK_FORWARD_H_
 #define LAYERSERVE_SERVER_OPS_BLOCK_FORWARD_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,8 +36,33 @@ struct BlockForwardJob {
   bool want_attention_stats = false;
   ElementType output_type = ElementType::kFloat32;
   // A session call (B = 1): the lease on its session, held until the call is
-  // answered. Empty without a session.
+  // answered (across all its parts). Empty without a session.
   SessionLease session;
+
+  // Chunked prefill: a session call of more tokens than `chunk_tokens`
+  // (--prefill-chunk-tokens; 0 without a session or with the flag off) runs that
+  // many at a time, each chunk through the whole layer range, appending its keys
+  // and values to the session's cache; the next chunk attends over them. Between
+  // chunks the job goes back to the queue (BlockForwardOp::Finished), so decode
+  // steps waiting run first.
+  int64_t chunk_tokens = 0;
+  // Tokens of each sequence computed so far: 0, then `tokens` (whole) or the
+  // chunks' sum.
+  int64_t done = 0;
+  // The session's cache length before the call, to restore if it stops between
+  // chunks (BlockForwardOp::End).
+  int64_t cache_length = 0;
+  // The finished chunks' outputs [T, D] (chunked only): answered after the last.
+  std::vector<float> output;
+  // [num_layers, Hq]: each head's attention entropy summed over the computed
+  // tokens (and sequences).
+  std::vector<double> entropy;
+
+  bool InChunks() const { return chunk_tokens > 0 && tokens > chunk_tokens; }
+  // The tokens (of each sequence) the next run computes.
+  int64_t PartTokens() const {
+    return InChunks() ? std::min(chunk_tokens, tokens - done) : tokens;
+  }
 };
 
 // A model and a valid range of its blocks.
@@ -60,22 +86,24 @@ inline constexpr int64_t kMaxPosition = int64_t{1} << 24;
 // NOT_FOUND unknown model, FAILED_PRECONDITION model that failed to load,
 // OUT_OF_RANGE layers past the model, INVALID_ARGUMENT anything else malformed.
 // With a session_id: the errors of SessionStore::Acquire, and FAILED_PRECONDITION
-// when `sessions` is null.
+// when `sessions` is null. A session call of more than `prefill_chunk_tokens`
+// tokens (when > 0) runs in chunks of that many.
 absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
     const v1::BlockForwardRequest& request, const ModelRepository& models,
-    SessionStore* sessions = nullptr);
+    SessionStore* sessions = nullptr, int64_t prefill_chunk_tokens = 0);
 
-// Runs the blocks for `jobs` in one pass and fills responses[i] for jobs[i]. The
-// jobs must share model, layer range and `causal` (the batcher keys on them). The
-// linear layers run once on the tokens of all jobs; attention runs per sequence;
-// each job's result is bit-identical to running it alone. Returns each job's
-// numeric health.
+// Runs the blocks for the next part of each of `jobs` (all of a job's tokens, or
+// its next chunk) in one pass and advances the jobs; fills responses[i] once
+// jobs[i] is done (its last part ran). The jobs must share model, layer range and
+// `causal` (the batcher keys on them). The linear layers run once on the tokens of
+// all jobs; attention runs per sequence; each job's result is bit-identical to
+// running it alone. Returns each job's numeric health (meaningful once done).
 std::vector<OutputHealth> RunBlockForwardBatch(
-    kernels::BlockKernels& kernels, const std::vector<const BlockForwardJob*>& jobs,
+    kernels::BlockKernels& kernels, const std::vector<BlockForwardJob*>& jobs,
     const std::vector<v1::BlockForwardResponse*>& responses);
 
-// One job alone.
-OutputHealth RunBlockForward(kernels::BlockKernels& kernels, const BlockForwardJob& job,
+// One job alone, all its parts.
+OutputHealth RunBlockForward(kernels::BlockKernels& kernels, BlockForwardJob& job,
                              v1::BlockForwardResponse* response);
 
 // Whether the batch after a held batch of a BlockForward key gathers
@@ -103,20 +131,29 @@ struct BlockForwardOp : OperationDefaults {
   static constexpr BatchRun kBatchRun = BatchRun::kOneCallPerBatch;
 
   static absl::StatusOr<Job> Parse(const Request& request, const ParseContext& context) {
-    return ParseBlockForwardRequest(request, *context.models, context.sessions);
+    return ParseBlockForwardRequest(request, *context.models, context.sessions,
+                                    context.prefill_chunk_tokens);
   }
   // Decode steps and longer sequences never share a kernel call (kernels/block.h
   // sends them to different ones), so they queue apart: a prefill runs beside the
-  // decode batches, whose loops the workers share, instead of inside one.
+  // decode batches, whose loops the workers share, instead of inside one. A
+  // chunked prefill keeps its call's key for every chunk.
   static std::string BatchKey(const Job& job);
-  static int64_t Rows(const Job& job) { return job.batch * job.tokens; }
+  static int64_t Rows(const Job& job) { return job.batch * job.PartTokens(); }
+  // With chunked prefill, a batch holding a session's prefill holds at most a
+  // chunk's tokens, so that the decode steps waiting behind it wait at most about
+  // one chunk's time, however many prefills queue together. (Not decode steps:
+  // their batches are as large as the sessions stepping.)
+  static int64_t MaxBatchRows(const Job& job);
+  // Not until its last chunk has run.
+  static bool Finished(const Job& job) { return job.done == job.tokens; }
   static int64_t Elements(const Job& job) { return job.hidden.info.elements; }
   static kernels::ValueStats InputStats(const Job& job, const OutputHealth&) {
     return ValueStatsOf(job.hidden);
   }
   static ElementType OutputType(const Job& job) { return job.output_type; }
   static std::vector<OutputHealth> RunBatch(WorkerContext& worker,
-                                            const std::vector<const Job*>& jobs,
+                                            const std::vector<Job*>& jobs,
                                             const std::vector<Response*>& responses);
 
   // Always queued, even when small: in the queue requests share their linear
@@ -129,7 +166,9 @@ struct BlockForwardOp : OperationDefaults {
   static void RecordComputed(const Job& job, const OutputHealth& health,
                              absl::Duration call_elapsed, Metrics& metrics);
   // Releases the session lease: the step counts if computed; a failed step closes
-  // the session (SessionLease::ReleaseFailed).
+  // the session (SessionLease::ReleaseFailed); a prefill stopped between chunks
+  // takes its chunks out of the cache first, so the session is as it was before
+  // the call.
   static void End(Job& job, JobOutcome outcome);
 };
 

@@ -18,7 +18,8 @@
 //       view the request's bytes: the request outlives it.
 //   static std::string BatchKey(const Job&);   What must match for jobs to share
 //                                              a batch (the batcher's queue key).
-//   static int64_t Rows(const Job&);           What a job adds to a batch (>= 1).
+//   static int64_t Rows(const Job&);           What a job adds to a batch (>= 1):
+//                                              its next part's rows.
 //   static int64_t Elements(const Job&);       Its size for --max-request-elements.
 //   static kernels::ValueStats InputStats(const Job&, const OutputHealth&);
 //       The input's statistics, taken after the kernel (server/ops/input_stats.h).
@@ -27,15 +28,30 @@
 //     static OutputHealth Run(WorkerContext&, const Job&, Response*);
 //   kOneCallPerBatch:
 //     static std::vector<OutputHealth> RunBatch(WorkerContext&,
-//         const std::vector<const Job*>&, const std::vector<Response*>&);
+//         const std::vector<Job*>&, const std::vector<Response*>&);
 //
-// and may replace OperationDefaults' MayRunInline, Gathers, RecordComputed and End.
+// and may replace OperationDefaults' MayRunInline, Gathers, MaxBatchRows, Finished,
+// RecordComputed and End.
 //
 // Run and RunBatch are called on a worker thread (or inline on a gRPC thread) with
 // that thread's WorkerContext; they may throw (oneDNN's dnnl::error,
 // std::bad_alloc): the dispatcher turns that into the calls' status.
+//
+// Jobs in parts (kOneCallPerBatch only): RunBatch may run only the next part of a
+// job, keeping its progress in the job, and leave it not Finished. The dispatcher
+// then queues the job again under its batch key, behind what waits already (other
+// keys' batches run before its next part), and answers its call once, when a run
+// leaves it Finished: the health RunBatch returns for an unfinished job is unused,
+// and the response must be whole by then; its metrics are recorded once (compute
+// time: the parts' sum; queue time: before the first). Between parts the call is
+// checked as in the queue (cancelled, expired: JobOutcome::kStopped). Rows() and
+// MaxBatchRows() describe the next part. BlockForward's chunked prefill is the one
+// user.
 #ifndef LAYERSERVE_SERVER_OPS_OPERATION_H_
 #define LAYERSERVE_SERVER_OPS_OPERATION_H_
+
+#include <cstdint>
+#include <limits>
 
 #include "absl/time/time.h"
 
@@ -52,6 +68,9 @@ struct WorkerContext;
 struct ParseContext {
   const ModelRepository* models = nullptr;
   SessionStore* sessions = nullptr;  // Null: no sessions (Parse refuses them).
+  // --prefill-chunk-tokens: a session call of more tokens runs this many at a time
+  // (BlockForwardOp); 0: every call runs whole.
+  int64_t prefill_chunk_tokens = 0;
 };
 
 // How a batch of an operation's jobs runs.
@@ -72,6 +91,8 @@ enum class JobOutcome {
   kNotComputed,  // Refused, cancelled or expired before its kernel ran.
   kComputed,     // Its kernel ran and its response is filled.
   kFailed,       // Its kernel (or the batch's) threw: it may have run part-way.
+  kStopped,      // A job in parts, cancelled or expired between two of them: its
+                 // earlier parts ran, its response is not filled.
 };
 
 // The members most operations share. Templates, so they fit any Job.
@@ -88,6 +109,17 @@ struct OperationDefaults {
   template <typename Job>
   static bool Gathers(const Job&) {
     return false;
+  }
+  // The most rows a batch holding this job may have (BatchTask::max_batch_rows()),
+  // besides --max-batch-rows.
+  template <typename Job>
+  static int64_t MaxBatchRows(const Job&) {
+    return std::numeric_limits<int64_t>::max();
+  }
+  // Whether the job is done after a RunBatch, or has parts left to run (above).
+  template <typename Job>
+  static bool Finished(const Job&) {
+    return true;
   }
   // Records what this operation measures beyond every operation's metrics, once
   // its job is computed; `call_elapsed`: since the call was accepted.

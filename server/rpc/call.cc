@@ -54,15 +54,21 @@ Call::~Call() {
                                    "it; retry")));
 }
 
-grpc::Status Call::CheckStillWanted() const {
+grpc::Status Call::CheckStillWanted(bool between_parts) const {
   if (!context_->IsCancelled()) return grpc::Status::OK;
   if (std::chrono::system_clock::now() >= context_->deadline()) {
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                        "deadline passed while the request waited in the queue; it "
-                        "was not computed");
+                        between_parts
+                            ? "deadline passed between the parts of the request's "
+                              "computation; the rest was not computed"
+                            : "deadline passed while the request waited in the queue; "
+                              "it was not computed");
   }
   return grpc::Status(grpc::StatusCode::CANCELLED,
-                      "the client cancelled the call before it was computed");
+                      between_parts
+                          ? "the client cancelled the call between the parts of its "
+                            "computation; the rest was not computed"
+                          : "the client cancelled the call before it was computed");
 }
 
 void Call::Finish(const grpc::Status& status) {

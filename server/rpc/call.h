@@ -41,8 +41,9 @@ class Call {
   bool pending() const { return pending_; }
 
   // The status to answer instead of computing, if the client is gone or its
-  // deadline passed while the request waited; OK to go on.
-  grpc::Status CheckStillWanted() const;
+  // deadline passed while the request waited; OK to go on. `between_parts`: the
+  // request runs in parts and some have run (the message says the rest did not).
+  grpc::Status CheckStillWanted(bool between_parts = false) const;
 
   // Answers `status` and records it (metrics first: the response may go with the
   // answer). Does nothing if not pending().

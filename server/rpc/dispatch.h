@@ -3,6 +3,8 @@
 // draining, parses, checks the element limit, then runs the job on this thread or
 // queues it under its batch key; OperationTask<Op> carries the job and its Call to a
 // worker, which runs the batch the Op's way (BatchRun) and answers every call in it.
+// A job the Op runs in parts (Op::Finished false after a run) goes back to the
+// queue under its key between them, and its call is answered after its last.
 //
 // The exception boundary: an exception from a parse, a kernel or an allocation
 // (oneDNN's dnnl::error, std::bad_alloc) becomes the status of the calls it
@@ -19,6 +21,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -93,69 +96,104 @@ class OperationTask final : public ServedTask {
   using Job = typename Op::Job;
   using Response = typename Op::Response;
 
-  OperationTask(Call call, Job job, Response* response, int64_t max_response_bytes)
+  // `key` and `batcher`: where a job in parts goes back between them.
+  OperationTask(Call call, Job job, Response* response, std::string key,
+                Batcher<WorkerContext>* batcher, int64_t max_response_bytes)
       : call_(std::move(call)),
         job_(std::move(job)),
         response_(response),
-        rows_(Op::Rows(job_)),
+        key_(std::move(key)),
+        batcher_(batcher),
         max_response_bytes_(max_response_bytes) {}
 
-  int64_t rows() const override { return rows_; }
+  // Of the job's next part. Read while queued, when the job does not change.
+  int64_t rows() const override { return Op::Rows(job_); }
+  int64_t max_batch_rows() const override { return Op::MaxBatchRows(job_); }
   // Asked once per batch, of its first task.
   bool gathers() const override { return Op::Gathers(job_); }
+  // Queued again for its next part.
+  bool resumed() const override { return parts_ > 0; }
 
   void Refuse(const grpc::Status& status) override {
     Answer(JobOutcome::kNotComputed, status);
   }
 
   void RunBatch(WorkerContext& worker, Batch& batch, Metrics& metrics) noexcept override {
-    try {
-      RunBatchOrThrow(worker, batch, metrics);
-    } catch (...) {
-      // The batch's call (kOneCallPerBatch), or the work around the kernels, threw:
-      // every call not answered yet fails with it.
-      const grpc::Status failed = StatusOfCurrentException(Op::kMethod);
-      for (auto& task : batch) static_cast<OperationTask&>(*task).Fail(failed);
-    }
+    RunTasks(worker, batch, metrics);
   }
 
  private:
-  void RunBatchOrThrow(WorkerContext& worker, Batch& batch, Metrics& metrics) {
+  // Static, as everything below that runs the batch: a task queued again for its
+  // next part may be taken, answered and destroyed by another worker while this
+  // batch still runs, and the task RunBatch was called on may be one of them.
+  static void RunTasks(WorkerContext& worker, Batch& batch, Metrics& metrics) noexcept {
+    try {
+      RunTasksOrThrow(worker, batch, metrics);
+    } catch (...) {
+      // The batch's call (kOneCallPerBatch), or the work around the kernels, threw:
+      // every call not answered yet fails with it (a task queued again is no
+      // longer in `batch`).
+      const grpc::Status failed = StatusOfCurrentException(Op::kMethod);
+      for (auto& task : batch) {
+        if (task != nullptr) static_cast<OperationTask&>(*task).Fail(failed);
+      }
+    }
+  }
+
+  static void RunTasksOrThrow(WorkerContext& worker, Batch& batch, Metrics& metrics) {
     const absl::Time start = absl::Now();
     int64_t rows = 0;
     std::vector<OperationTask*> live;
     live.reserve(batch.size());
     for (auto& task : batch) {
       auto* t = static_cast<OperationTask*>(task.get());
-      rows += t->rows_;
-      metrics.Queued(Op::kMethod, start - t->enqueued());
-      // Expired or cancelled while queued: answered, never computed.
-      const grpc::Status wanted = t->call_.CheckStillWanted();
-      if (wanted.ok()) {
-        live.push_back(t);
-      } else {
-        t->Answer(JobOutcome::kNotComputed, wanted);
-      }
+      rows += t->rows();
+      // Once per call, as it is taken for its first part: how long it waited
+      // before computing began (tests and dashboards read the count as "a worker
+      // took it"). The waits of a job in parts between them are not in it.
+      if (t->parts_ == 0) metrics.Queued(Op::kMethod, start - t->enqueued());
+      if (t->StillWanted()) live.push_back(t);
     }
     metrics.BatchTaken(Op::kMethod, static_cast<int64_t>(batch.size()), rows);
-    if (live.empty()) return;
     if constexpr (Op::kBatchRun == BatchRun::kOneCallPerBatch) {
-      std::vector<const Job*> jobs;
-      std::vector<Response*> responses;
-      for (OperationTask* t : live) {
-        jobs.push_back(&t->job_);
-        responses.push_back(t->response_);
+      absl::Time begin = start;
+      while (!live.empty()) {
+        std::vector<Job*> jobs;
+        std::vector<Response*> responses;
+        for (OperationTask* t : live) {
+          jobs.push_back(&t->job_);
+          responses.push_back(t->response_);
+        }
+        const std::vector<OutputHealth> health = Op::RunBatch(worker, jobs, responses);
+        const absl::Duration took = absl::Now() - begin;
+        std::vector<OperationTask*> unfinished;
+        for (size_t i = 0; i < live.size(); ++i) {
+          OperationTask* t = live[i];
+          t->computed_ += took;
+          ++t->parts_;
+          if (Op::Finished(t->job_)) {
+            t->Done(health[i], metrics);
+          } else {
+            unfinished.push_back(t);
+          }
+        }
+        // Each unfinished job's next part waits behind what is queued already, so
+        // other keys' batches (decode steps) run between its parts. One the batcher
+        // does not take (it stops, or its queue is full) runs its next part here.
+        live.clear();
+        for (OperationTask* t : unfinished) {
+          if (!t->Requeue(batch) && t->StillWanted()) live.push_back(t);
+        }
+        begin = absl::Now();
       }
-      const std::vector<OutputHealth> health = Op::RunBatch(worker, jobs, responses);
-      const absl::Duration took = absl::Now() - start;
-      for (size_t i = 0; i < live.size(); ++i) live[i]->Done(health[i], took, metrics);
     } else {
       static_assert(Op::kBatchRun == BatchRun::kOneCallPerRequest);
       for (OperationTask* t : live) {
         try {
           const absl::Time begin = absl::Now();
           const OutputHealth health = Op::Run(worker, t->job_, t->response_);
-          t->Done(health, absl::Now() - begin, metrics);
+          t->computed_ = absl::Now() - begin;
+          t->Done(health, metrics);
         } catch (...) {
           // Its own kernel call: the others of the batch go on.
           t->Fail(StatusOfCurrentException(Op::kMethod));
@@ -164,9 +202,39 @@ class OperationTask final : public ServedTask {
     }
   }
 
-  void Done(const OutputHealth& health, absl::Duration took, Metrics& metrics) {
+  // Answers the call, and returns false, if its client has gone or its deadline
+  // passed while it was queued (before its first part or between two).
+  bool StillWanted() {
+    const grpc::Status wanted = call_.CheckStillWanted(/*between_parts=*/parts_ > 0);
+    if (wanted.ok()) return true;
+    Answer(parts_ > 0 ? JobOutcome::kStopped : JobOutcome::kNotComputed, wanted);
+    return false;
+  }
+
+  // Hands this task back to the batcher, under its key, for its next part. True if
+  // the batcher took it: it may then run, be answered and be destroyed on another
+  // thread at once, so nothing of it may be touched after. Else it stays in `batch`.
+  bool Requeue(Batch& batch) {
+    auto slot = std::find_if(batch.begin(), batch.end(),
+                             [this](const auto& task) { return task.get() == this; });
+    std::unique_ptr<BatchTask> task = std::move(*slot);
+    absl::Status queued;
+    try {
+      queued = batcher_->Schedule(key_, task);
+    } catch (...) {
+      *slot = std::move(task);  // Still ours: the batch's failure answers it.
+      throw;
+    }
+    if (queued.ok()) return true;
+    *slot = std::move(task);
+    return false;
+  }
+
+  // Records the call's metrics (once: a job in parts gets here after its last)
+  // and answers it.
+  void Done(const OutputHealth& health, Metrics& metrics) {
     const char* method = Op::kMethod;
-    metrics.Computed(method, took);
+    metrics.Computed(method, computed_);
     metrics.InputValues(method, Op::InputStats(job_, health));
     metrics.OutputValues(method, health.stats);
     metrics.Saturated(Op::OutputType(job_), health.saturated);
@@ -210,8 +278,13 @@ class OperationTask final : public ServedTask {
   Call call_;
   Job job_;
   Response* const response_;
-  const int64_t rows_;
+  const std::string key_;
+  Batcher<WorkerContext>* const batcher_;
   const int64_t max_response_bytes_;
+  // Parts run (1 for a job that runs whole), and their compute time, which the
+  // metrics record once, with the answer.
+  int64_t parts_ = 0;
+  absl::Duration computed_;
 };
 
 // The shape of every compute RPC: refuse while draining, validate, check the
@@ -254,6 +327,7 @@ grpc::ServerUnaryReactor* Dispatch(const DispatchContext& service,
     // waiting for company. Ops whose requests share a call say so (MayRunInline).
     const bool may_run_inline = Op::MayRunInline(*job) && elements <= kMaxInlineElements;
     task = std::make_unique<OperationTask<Op>>(std::move(call), std::move(*job), response,
+                                               key, service.batcher,
                                                service.max_response_bytes);
     if (may_run_inline && service.batcher->TryRunInline(task)) return reactor;
     const absl::Status queued = service.batcher->Schedule(key, task);

@@ -74,6 +74,13 @@ ABSL_FLAG(int64_t, max_gather_delay_us, 2000,
           "batch and its waiters held, for at most half that batch's time and at most "
           "this long, so sessions stepping together run as one batch. Only for models "
           "whose layers' weights outgrow the CPU's last-level cache. 0: no wait.");
+ABSL_FLAG(int64_t, prefill_chunk_tokens, 0,
+          "A BlockForward call on a KV-cache session with more tokens (a long prefill) "
+          "runs this many at a time, each chunk through all its layers and into the "
+          "session's cache, and waits in the queue again between chunks, so that "
+          "waiting decode steps run before its next chunk; answered once, after its "
+          "last. A batch holding such a prefill holds at most this many tokens. 0: "
+          "prefills run whole.");
 ABSL_FLAG(int64_t, max_queue_size, 1024,
           "Requests that may wait in the queues; more get RESOURCE_EXHAUSTED at once.");
 ABSL_FLAG(int64_t, max_request_elements, int64_t{1} << 26,
@@ -345,6 +352,14 @@ int Run() {
                  "layerserve: --max-batch-rows, --max-queue-size and "
                  "--max-request-elements must be >= 1, --max-queue-delay-us and "
                  "--max-gather-delay-us >= 0\n");
+    return 2;
+  }
+  options.prefill_chunk_tokens = absl::GetFlag(FLAGS_prefill_chunk_tokens);
+  if (options.prefill_chunk_tokens < 0) {
+    std::fprintf(stderr,
+                 "layerserve: --prefill-chunk-tokens must be >= 0 (0: prefills run "
+                 "whole), not %lld\n",
+                 static_cast<long long>(options.prefill_chunk_tokens));
     return 2;
   }
   const std::string kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype);

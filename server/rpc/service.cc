@@ -31,7 +31,7 @@ LayerServiceImpl::LayerServiceImpl(const ServiceOptions& options, Metrics* metri
                 &calls_,
                 &draining_,
                 &batcher_,
-                ParseContext{models, &sessions_},
+                ParseContext{models, &sessions_, options.prefill_chunk_tokens},
                 options.max_request_elements,
                 options.max_response_bytes} {}
 

@@ -28,6 +28,9 @@ struct ServiceOptions {
   // (--max-request-elements); larger requests get RESOURCE_EXHAUSTED.
   int64_t max_request_elements = int64_t{1} << 26;
   SessionOptions sessions;
+  // A session call of more tokens runs this many at a time, decode steps between
+  // (--prefill-chunk-tokens; BlockForwardJob::chunk_tokens); 0: whole.
+  int64_t prefill_chunk_tokens = 0;
   // Largest response gRPC will send (--max-message-bytes): a larger one is
   // answered RESOURCE_EXHAUSTED by the service, with the numbers.
   int64_t max_response_bytes = int64_t{256} << 20;

@@ -144,7 +144,7 @@ def test_metrics_pass_promtool_and_count_requests(server, tmp_path):
 
 @pytest.mark.parametrize("flag", ["--max-batch-rows=0", "--max-queue-size=0",
                                   "--max-queue-delay-us=-1", "--max-gather-delay-us=-1",
-                                  "--kv-cache-dtype=float16"])
+                                  "--kv-cache-dtype=float16", "--prefill-chunk-tokens=-1"])
 def test_bad_batching_flags_exit_2_naming_the_flag(flag):
     result = subprocess.run([SERVER, "--host=127.0.0.1", "--port=0", "--metrics-port=-1", flag],
                             capture_output=True, text=True, timeout=60)

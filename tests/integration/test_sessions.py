@@ -1,8 +1,9 @@
 """KV-cache sessions through the real server: prefill then single-token steps equal
 one forward pass over the whole sequence (every architecture of the golden
-repository), decode steps of many sessions batched together are bit-identical to
-each alone, and every session error: unknown, closed, expired, evicted, another
-replica's, over max_length, malformed, and two calls at once."""
+repository), also with the prefill run in chunks (--prefill-chunk-tokens), decode
+steps of many sessions batched together are bit-identical to each alone, and every
+session error: unknown, closed, expired, evicted, another replica's, over
+max_length, malformed, and two calls at once."""
 import json
 import os
 import threading
@@ -36,6 +37,20 @@ def num_layers(model):
 @pytest.fixture(scope="module")
 def golden():
     process, channel, stub = started(f"--model-repository={MODELS}")
+    yield process, stub
+    stop(process, channel)
+
+
+# Chunks of 5: their boundaries fall inside the KV cache's 64-token blocks (and,
+# over a longer prefill, across them), and a last chunk of 1-4 tokens takes the
+# decode-step kernels.
+CHUNK = 5
+
+
+@pytest.fixture(scope="module")
+def golden_chunked():
+    process, channel, stub = started(f"--model-repository={MODELS}",
+                                     f"--prefill-chunk-tokens={CHUNK}")
     yield process, stub
     stop(process, channel)
 
@@ -90,6 +105,69 @@ def test_chunks_of_any_length_equal_one_forward_pass(golden, model):
     bound = 1e-4 * np.maximum(1.0, np.abs(whole))
     assert np.all(np.abs(got - whole) <= bound), np.max(np.abs(got - whole) / bound)
     stub.CloseSession(pb.CloseSessionRequest(session_id=session.session_id))
+
+
+def batches(process):
+    return process.metric_sum("layerserve_batch_size_count", method="BlockForward")
+
+
+def chunked_prefill_then_steps(process, stub, model, x, prefill):
+    """Session outputs of x: a prefill of `prefill` tokens (in chunks of CHUNK), then
+    one step per remaining token. Checks the prefill ran as one call in chunks."""
+    session = stub.OpenSession(pb.OpenSessionRequest(model=model,
+                                                     num_layers=num_layers(model)))
+    before = batches(process)
+    answered = process.metric_sum("layerserve_requests_total", method="BlockForward")
+    response = forward(stub, x[:prefill], session_id=session.session_id)
+    assert response.session_length == prefill
+    assert list(response.hidden_states.shape) == [prefill, x.shape[1]]
+    assert batches(process) - before == -(-prefill // CHUNK), "one batch per chunk"
+    assert process.metric_sum("layerserve_requests_total",
+                              method="BlockForward") - answered == 1
+    got = [values(response.hidden_states)]
+    for t in range(prefill, len(x)):
+        response = forward(stub, x[t:t + 1], session_id=session.session_id)
+        assert response.session_length == t + 1
+        got.append(values(response.hidden_states))
+    stub.CloseSession(pb.CloseSessionRequest(session_id=session.session_id))
+    return np.concatenate(got).reshape(x.shape)
+
+
+@pytest.mark.parametrize("model", ARCHITECTURES)
+def test_chunked_prefill_then_steps_equal_one_forward_pass(golden, golden_chunked, model):
+    """13 tokens prefilled as chunks of 5, 5 and 3, then 3 steps (16 tokens: the
+    smallest golden model's maximum): the same outputs as one forward pass, and as
+    the same session calls on a server that runs prefills whole."""
+    process, stub = golden_chunked
+    _, whole_stub = golden
+    x = np.random.default_rng(12).standard_normal((16, hidden_size(model)))
+    x = x.astype(np.float32)
+    whole = values(forward(stub, x, model=model, num_layers=num_layers(model))
+                   .hidden_states).reshape(x.shape)
+    got = chunked_prefill_then_steps(process, stub, model, x, prefill=13)
+    bound = 1e-4 * np.maximum(1.0, np.abs(whole))
+    assert np.all(np.abs(got - whole) <= bound), np.max(np.abs(got - whole) / bound)
+
+    s = whole_stub.OpenSession(pb.OpenSessionRequest(model=model,
+                                                     num_layers=num_layers(model)))
+    one_shot = values(forward(whole_stub, x[:13], session_id=s.session_id).hidden_states)
+    whole_stub.CloseSession(pb.CloseSessionRequest(session_id=s.session_id))
+    one_shot = one_shot.reshape(13, -1)
+    bound = 1e-4 * np.maximum(1.0, np.abs(one_shot))
+    assert np.all(np.abs(got[:13] - one_shot) <= bound)
+
+
+def test_long_chunked_prefill_crosses_kv_blocks(golden_chunked):
+    """150 tokens in 30 chunks: chunks 13 and 26 straddle the cache's block
+    boundaries at 64 and 128 tokens."""
+    process, stub = golden_chunked
+    x = np.random.default_rng(13).standard_normal((152, hidden_size("tiny-llama")))
+    x = x.astype(np.float32)
+    whole = values(forward(stub, x, model="tiny-llama", num_layers=num_layers("tiny-llama"))
+                   .hidden_states).reshape(x.shape)
+    got = chunked_prefill_then_steps(process, stub, "tiny-llama", x, prefill=150)
+    bound = 1e-4 * np.maximum(1.0, np.abs(whole))
+    assert np.all(np.abs(got - whole) <= bound), np.max(np.abs(got - whole) / bound)
 
 
 def test_positions_continue_from_the_cache_unless_given(golden):

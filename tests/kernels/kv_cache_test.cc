@@ -66,5 +66,39 @@ TEST(KvCacheTest, BytesToGrowCountsOnlyNewBlocks) {
   EXPECT_EQ(cache.BytesToGrow(kKvBlockTokens - 9), 3 * block);
 }
 
+// A call stopped between its parts: the cache goes back to its length before the
+// call, with the blocks it had then, and the next append lands where it did.
+TEST(KvCacheTest, TruncateForgetsTokensAndFreesTheirBlocks) {
+  const int64_t width = 8;
+  KvCache cache(/*layers=*/2, /*kv_heads=*/2, /*head_dim=*/4, KvCacheType::kFloat32);
+  const int64_t block = 2 * kKvBlockTokens * width * 4;
+  const auto append = [&](int64_t tokens, float value) {
+    std::vector<float> rows(tokens * width, value);
+    for (int64_t layer = 0; layer < 2; ++layer)
+      cache.Append(layer, rows.data(), rows.data(), width, tokens);
+    cache.Commit(tokens);
+  };
+  append(60, 1.0f);
+  const int64_t before = cache.bytes();
+  EXPECT_EQ(before, 2 * block);
+  append(5, 2.0f);  // Into a second block.
+  append(70, 3.0f);
+  EXPECT_EQ(cache.bytes(), 2 * 3 * block);
+  cache.Truncate(60);
+  EXPECT_EQ(cache.length(), 60);
+  EXPECT_EQ(cache.bytes(), before);
+  EXPECT_EQ(cache.BytesToGrow(kKvBlockTokens - 60 + 1), 2 * block);
+  append(6, 4.0f);
+  std::vector<float> k(66 * width), v(66 * width);
+  cache.Read(1, 66, k.data(), v.data());
+  for (int64_t t = 0; t < 66; ++t) {
+    ASSERT_EQ(k[t * width], t < 60 ? 1.0f : 4.0f) << t;
+    ASSERT_EQ(v[t * width + width - 1], t < 60 ? 1.0f : 4.0f) << t;
+  }
+  cache.Truncate(0);
+  EXPECT_EQ(cache.bytes(), 0);
+  EXPECT_EQ(cache.length(), 0);
+}
+
 }  // namespace
 }  // namespace layerserve::kernels

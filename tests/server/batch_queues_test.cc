@@ -1,6 +1,7 @@
 // BatchQueues with a fake clock: time is a value the test moves, nothing sleeps.
 #include "server/batching/batch_queues.h"
 
+#include <limits>
 #include <random>
 
 #include "gtest/gtest.h"
@@ -13,20 +14,28 @@ using ::layerserve::testing::StatusIs;
 
 class FakeTask : public BatchTask {
  public:
-  FakeTask(int id, int64_t rows) : id_(id), rows_(rows) {}
+  FakeTask(int id, int64_t rows,
+           int64_t max_batch_rows = std::numeric_limits<int64_t>::max(),
+           bool resumed = false)
+      : id_(id), rows_(rows), max_batch_rows_(max_batch_rows), resumed_(resumed) {}
   int64_t rows() const override { return rows_; }
+  int64_t max_batch_rows() const override { return max_batch_rows_; }
+  bool resumed() const override { return resumed_; }
   int id() const { return id_; }
 
  private:
   const int id_;
   const int64_t rows_;
+  const int64_t max_batch_rows_;
+  const bool resumed_;
 };
 
 const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
 
 absl::Status Add(BatchQueues& queues, const std::string& key, int id, int64_t rows,
-                 absl::Time now) {
-  std::unique_ptr<BatchTask> task = std::make_unique<FakeTask>(id, rows);
+                 absl::Time now,
+                 int64_t max_batch_rows = std::numeric_limits<int64_t>::max()) {
+  std::unique_ptr<BatchTask> task = std::make_unique<FakeTask>(id, rows, max_batch_rows);
   absl::Status status = queues.Schedule(key, task, now);
   EXPECT_EQ(status.ok(), task == nullptr) << "ownership moves only on success";
   return status;
@@ -88,6 +97,64 @@ TEST(BatchQueuesTest, TaskLargerThanTheLimitRunsAlone) {
   closed = queues.TakeClosed(kStart, false);
   ASSERT_TRUE(closed);
   EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{2}));
+}
+
+// A task's own bound (a chunked prefill's part) limits the batch it is in, whether
+// it comes first or joins later; tasks without one batch up to max_batch_rows.
+TEST(BatchQueuesTest, TaskBoundLimitsItsBatch) {
+  BatchQueues queues(Options(100, absl::Seconds(1), 100));
+  ASSERT_TRUE(Add(queues, "k", 1, 4, kStart, /*max_batch_rows=*/8).ok());
+  EXPECT_EQ(queues.NextClose(), kStart + absl::Seconds(1)) << "4 rows < its bound 8";
+  ASSERT_TRUE(Add(queues, "k", 2, 4, kStart, 8).ok());
+  EXPECT_LE(queues.NextClose(), kStart) << "the first task's bound is reached";
+  ASSERT_TRUE(Add(queues, "k", 3, 4, kStart, 8).ok());
+  ASSERT_TRUE(Add(queues, "k", 4, 30, kStart).ok());
+  ASSERT_TRUE(Add(queues, "k", 5, 5, kStart, 8).ok());
+  ASSERT_TRUE(Add(queues, "k", 6, 20, kStart).ok());
+  ASSERT_TRUE(Add(queues, "k", 7, 20, kStart).ok());
+  auto closed = queues.TakeClosed(kStart, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{1, 2}));
+  closed = queues.TakeClosed(kStart, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{3})) << "30 more rows pass its 8";
+  // 75 rows left, under 100 and under 4's (no) bound: they close by age.
+  EXPECT_FALSE(queues.TakeClosed(kStart, false));
+  const absl::Time aged = kStart + absl::Seconds(1);
+  closed = queues.TakeClosed(aged, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{4})) << "5 would join 30 rows";
+  closed = queues.TakeClosed(aged, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{5}));
+  closed = queues.TakeClosed(aged, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{6, 7})) << "unbounded: up to 100";
+}
+
+// A task queued again to go on (a chunked prefill's next chunk) goes ahead of its
+// key's tasks that have not started, behind those going on already; another key's
+// task that waited since before it still goes first.
+TEST(BatchQueuesTest, ResumedTaskGoesAheadOfItsKeysNewTasksButNotOthersOlderOnes) {
+  BatchQueues queues(Options(1, absl::ZeroDuration(), 100));
+  const auto add = [&](const std::string& key, int id, absl::Time now, bool resumed) {
+    std::unique_ptr<BatchTask> task =
+        std::make_unique<FakeTask>(id, 1, std::numeric_limits<int64_t>::max(), resumed);
+    ASSERT_TRUE(queues.Schedule(key, task, now).ok());
+  };
+  add("prefill", 1, kStart, false);
+  add("prefill", 2, kStart + absl::Microseconds(1), false);
+  add("step", 3, kStart + absl::Microseconds(2), false);
+  add("prefill", 4, kStart + absl::Microseconds(3), /*resumed=*/true);
+  add("prefill", 5, kStart + absl::Microseconds(4), /*resumed=*/true);
+  add("step", 6, kStart + absl::Microseconds(5), false);
+  std::vector<int> order;
+  while (auto closed = queues.TakeClosed(kStart + absl::Seconds(1), false)) {
+    for (int id : Ids(closed->tasks)) order.push_back(id);
+  }
+  // 3 waited since before 4 was queued again; 4 and 5 go before 1 and 2 then; 1
+  // and 2 keep their own arrival, before 6's.
+  EXPECT_EQ(order, (std::vector<int>{3, 4, 5, 1, 2, 6}));
 }
 
 TEST(BatchQueuesTest, KeysNeverMixAndTheOldestClosedQueueGoesFirst) {

@@ -156,8 +156,7 @@ struct FaultyOp : OperationDefaults {
   }
   // One call for the batch: a fault of any job fails it whole, after the jobs
   // before it were computed.
-  static std::vector<OutputHealth> RunBatch(WorkerContext&,
-                                            const std::vector<const Job*>& jobs,
+  static std::vector<OutputHealth> RunBatch(WorkerContext&, const std::vector<Job*>& jobs,
                                             const std::vector<Response*>& responses) {
     {
       absl::MutexLock lock(&batches_mu);
@@ -174,7 +173,7 @@ struct FaultyOp : OperationDefaults {
 std::atomic<bool> fail_block_forward{false};
 struct FaultyBlockForwardOp : BlockForwardOp {
   static std::vector<OutputHealth> RunBatch(WorkerContext& worker,
-                                            const std::vector<const Job*>& jobs,
+                                            const std::vector<Job*>& jobs,
                                             const std::vector<Response*>& responses) {
     std::vector<OutputHealth> health = BlockForwardOp::RunBatch(worker, jobs, responses);
     if (fail_block_forward.load()) FailInOneDnn();
