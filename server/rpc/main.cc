@@ -79,8 +79,10 @@ ABSL_FLAG(int64_t, prefill_chunk_tokens, 0,
           "runs this many at a time, each chunk through all its layers and into the "
           "session's cache, and waits in the queue again between chunks, so that "
           "waiting decode steps run before its next chunk; answered once, after its "
-          "last. A batch holding such a prefill holds at most this many tokens. 0: "
-          "prefills run whole.");
+          "last. A batch holding such a prefill holds at most this many tokens. Pays "
+          "where a prefill holds the only worker a decode step could use (one-core "
+          "replicas); each chunk reads the layer's weights again. 0: prefills run "
+          "whole.");
 ABSL_FLAG(int64_t, max_queue_size, 1024,
           "Requests that may wait in the queues; more get RESOURCE_EXHAUSTED at once.");
 ABSL_FLAG(int64_t, max_request_elements, int64_t{1} << 26,
