@@ -1,8 +1,9 @@
 // The BlockForward RPC apart from transport: validation against the served model
 // (every error names its field), the forward pass through the requested blocks, and
 // BlockForwardOp, what the dispatcher (server/rpc/dispatch.h) needs of it
-// (server/ops/operation.h): a batch runs as one pass, never inline, and ends its
-// session leases. Stateless; safe from any thread.
+// (server/ops/operation.h): a batch runs as one pass, never inline, a long session
+// prefill in chunks (--prefill-chunk-tokens), and ends its session leases.
+// Stateless; safe from any thread (a job: one thread at a time).
 #ifndef LAYERSERVE_SERVER_OPS_BLOCK_FORWARD_H_
 #define LAYERSERVE_SERVER_OPS_BLOCK_FORWARD_H_
 
