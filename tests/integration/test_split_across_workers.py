@@ -70,7 +70,11 @@ def test_split_requests_equal_one_worker_bit_for_bit(repository, dtype):
         alone = answers(stub, model)
         assert alone == one_worker, "split across two workers changed a result"
         # The other worker busy with requests of its own: loops are split less, or
-        # not at all; the numbers stay the same.
+        # not at all; the numbers stay the same. Its requests run one layer, so they
+        # queue under another batch key and never share a batch with ours: on the
+        # AMX Xeon, oneDNN 2.6's matmul gives a row different bits at different
+        # batch sizes for inputs of 2816 and more (seen 2026-12-01; see the
+        # session note), which is a batching question, not this test's.
         stop_busy = threading.Event()
         busy_errors = []
 
@@ -79,7 +83,9 @@ def test_split_requests_equal_one_worker_bit_for_bit(repository, dtype):
             x = rng.standard_normal((64, HIDDEN))
             while not stop_busy.is_set():
                 try:
-                    forward(stub, model, x)
+                    stub.BlockForward(pb.BlockForwardRequest(
+                        model=model, hidden_states=array_tensor(x, "float32"),
+                        num_layers=1), timeout=120)
                 except Exception as error:  # pylint: disable=broad-except
                     busy_errors.append(error)
                     return
