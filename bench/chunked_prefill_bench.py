@@ -22,7 +22,7 @@ Llama-3-8B-shaped layer of random bfloat16 weights (hidden 4096, 32/8 heads, d_f
 
 Usage: /usr/bin/python3 bench/chunked_prefill_bench.py BUILD_DIR
        [--llama3-8b | --model-repository DIR --model NAME] [--weight-dtype bfloat16]
-       [--chunks 0,32,64,128] [--sessions 16] [--prefill 128] [--steps 64]
+       [--chunks 0,128,256] [--sessions 16] [--prefill 128] [--steps 64]
        [--duration 30] [--warmup 5] [--runs 3] [--together] [--compute-threads N]
 """
 import argparse
@@ -123,7 +123,7 @@ def main():
     parser.add_argument("--model-repository", default="")
     parser.add_argument("--model", default="")
     parser.add_argument("--weight-dtype", default="bfloat16")
-    parser.add_argument("--chunks", default="0,32,64,128")
+    parser.add_argument("--chunks", default="0,128,256")
     parser.add_argument("--sessions", type=int, default=16)
     parser.add_argument("--prefill", type=int, default=128)
     parser.add_argument("--steps", type=int, default=64)

@@ -74,14 +74,14 @@ ABSL_FLAG(int64_t, max_gather_delay_us, 2000,
           "batch and its waiters held, for at most half that batch's time and at most "
           "this long, so sessions stepping together run as one batch. Only for models "
           "whose layers' weights outgrow the CPU's last-level cache. 0: no wait.");
-ABSL_FLAG(int64_t, prefill_chunk_tokens, 0,
+ABSL_FLAG(int64_t, prefill_chunk_tokens, 256,
           "A BlockForward call on a KV-cache session with more tokens (a long prefill) "
           "runs this many at a time, each chunk through all its layers and into the "
           "session's cache, and waits in the queue again between chunks, so that "
           "waiting decode steps run before its next chunk; answered once, after its "
-          "last. A batch holding such a prefill holds at most this many tokens. Pays "
-          "where a prefill holds the only worker a decode step could use (one-core "
-          "replicas); each chunk reads the layer's weights again. 0: prefills run "
+          "last. A batch holding a session's prefill holds at most this many tokens. "
+          "Smaller: shorter decode stalls, less prefill throughput (each chunk reads "
+          "the layer's weights again); 64-128 on one-core replicas. 0: prefills run "
           "whole.");
 ABSL_FLAG(int64_t, max_queue_size, 1024,
           "Requests that may wait in the queues; more get RESOURCE_EXHAUSTED at once.");

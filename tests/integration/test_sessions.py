@@ -36,7 +36,10 @@ def num_layers(model):
 
 @pytest.fixture(scope="module")
 def golden():
-    process, channel, stub = started(f"--model-repository={MODELS}")
+    # Prefills run whole here, whatever the default: the chunked ones are compared
+    # with these.
+    process, channel, stub = started(f"--model-repository={MODELS}",
+                                     "--prefill-chunk-tokens=0")
     yield process, stub
     stop(process, channel)
 
