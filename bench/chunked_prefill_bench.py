@@ -45,16 +45,7 @@ from layerserve.v1 import layerserve_pb2 as pb  # noqa: E402
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc  # noqa: E402
 from random_llama import write_random_llama  # noqa: E402
 from wire import array_tensor  # noqa: E402
-
-
-def start_server(build, *args):
-    proc = subprocess.Popen([os.path.join(build, "bin", "layerserve"), "--host=127.0.0.1",
-                             "--port=0", "--metrics-port=-1", *args],
-                            stdout=subprocess.PIPE, text=True)
-    for line in proc.stdout:
-        if m := re.search(r"gRPC listening on (\S+)", line):
-            return proc, m.group(1)
-    raise RuntimeError("layerserve did not start")
+from sessions_bench import start_server  # noqa: E402  (bench/, beside this file)
 
 
 def percentile(values, p):
