@@ -169,8 +169,9 @@ def block_flops(t):
 
 
 def run_peak_bench(path, threads, quick):
-    """layerserve_matmul_peak_bench's lines: {"matmul": {(N, weights layout): fields},
-    "bandwidth": fields}, fields {name: number} (see bench/matmul_peak_bench.cc)."""
+    """layerserve_matmul_peak_bench's lines: {"matmul": {(M, N, weights layout):
+    fields}, "bandwidth": fields}, fields {name: number} (see
+    bench/matmul_peak_bench.cc)."""
     cmd = [path, f"--threads={threads}"] + (["--quick"] if quick else [])
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
@@ -183,10 +184,11 @@ def run_peak_bench(path, threads, quick):
         layout = values.pop("weights", None)
         values = {k: float(v) for k, v in values.items()}
         if kind == "matmul_bf16":
-            results["matmul"][int(values["N"]), layout] = values
+            results["matmul"][int(values["M"]), int(values["N"]), layout] = values
         elif kind == "read_bandwidth":
             results["bandwidth"] = values
-    if "bandwidth" not in results or not any(n == 2 * FFN for n, _ in results["matmul"]):
+    if "bandwidth" not in results or not any(
+            m == 512 and n == 2 * FFN for m, n, _ in results["matmul"]):
         sys.exit(f"llama8b_bench: unexpected output of {' '.join(cmd)}:\n{out.stdout}")
     return results
 
@@ -263,13 +265,42 @@ def start_server(server, repository, extra):
     return process
 
 
-def server_block_ms(target, t, settings):
+class ServerCounters:
+    """Deltas of the server's BlockForward histograms between two scrapes of its
+    /metrics: requests, the compute time the server recorded for them (each request
+    the time of the batch that carried it) and the batches they ran in."""
+    NAMES = {"compute_s": "layerserve_compute_duration_seconds_sum",
+             "requests": "layerserve_compute_duration_seconds_count",
+             "batch_requests": "layerserve_batch_size_sum",
+             "batches": "layerserve_batch_size_count"}
+
+    def __init__(self, process):
+        self.process = process
+        self.before = self.read()
+
+    def read(self):
+        return {key: self.process.metric_sum(name, method="BlockForward")
+                for key, name in self.NAMES.items()}
+
+    def delta(self):
+        after = self.read()
+        return {key: after[key] - self.before[key] for key in self.NAMES}
+
+
+def server_block_ms(process, t, settings):
+    """(median ms end to end, mean ms of the server's own compute) of BlockForward at
+    T = t; the compute is what the server's /metrics recorded for further calls
+    made after the timed ones."""
     from layerserve_client import Client
     x = np.random.default_rng(t).standard_normal((t, HIDDEN), dtype=np.float32)
-    with Client(target, timeout=300) as client:
+    with Client(process.target, timeout=300) as client:
         s = median_seconds(lambda: client.block_forward(x, model=MODEL, dtype=WIRE),
                            settings.block_samples, settings.sample_seconds, warmups=2)
-    return s * 1e3
+        counters = ServerCounters(process)
+        for _ in range(settings.block_samples):
+            client.block_forward(x, model=MODEL, dtype=WIRE)
+        d = counters.delta()
+    return s * 1e3, d["compute_s"] / d["requests"] * 1e3
 
 
 def server_agreement(target, layer):
@@ -286,14 +317,16 @@ def server_agreement(target, layer):
     return float(np.abs(ours - theirs).max() / np.sqrt(np.mean(theirs ** 2)))
 
 
-def server_decode(target, sessions, settings, prefill_stream=False):
+def server_decode(process, sessions, settings, prefill_stream=False):
     """KV-cache sessions each on its own client thread: open, prefill PREFILL tokens,
     take warm-up steps, then timed rounds of `steps` one-token steps, all sessions
     starting each round together. With prefill_stream, one more thread opens a
     session, prefills STREAM_PREFILL tokens and closes it, over and over during the
     timed rounds. Returns (median tokens/s over the timed rounds, the timed steps'
-    latencies in seconds, prefills the stream completed)."""
+    latencies in seconds, prefills the stream completed, the server's BlockForward
+    counters over the timed rounds: ServerCounters.delta())."""
     from layerserve_client import Client
+    target = process.target
     steps = settings.steps
     barrier = threading.Barrier(sessions + 1)
     latencies = [[] for _ in range(sessions)]
@@ -351,6 +384,7 @@ def server_decode(target, sessions, settings, prefill_stream=False):
     stream = threading.Thread(target=stream_thread, daemon=True) if prefill_stream \
         else None
     rounds = Rounds(settings)
+    counters = None
     try:
         while True:
             more = rounds.more()
@@ -361,6 +395,8 @@ def server_decode(target, sessions, settings, prefill_stream=False):
                 break
             if stream and not stream.ident:
                 stream.start()
+            if counters is None:  # Scraped while every session waits to start.
+                counters = ServerCounters(process)
             start = time.perf_counter()
             barrier.wait()
             rounds.add(sessions * steps, time.perf_counter() - start)
@@ -371,7 +407,8 @@ def server_decode(target, sessions, settings, prefill_stream=False):
         th.join()
     if errors:
         raise RuntimeError(f"decode with {sessions} sessions failed: {errors[0]!r}")
-    return rounds.median(), [x for xs in latencies for x in xs], prefills[0]
+    return (rounds.median(), [x for xs in latencies for x in xs], prefills[0],
+            counters.delta())
 
 
 # ---------------------------------------------------------------------------------
@@ -413,8 +450,10 @@ def table(header, rows):
 def report(r, threads, command, server_cmd, elapsed):
     weight_mb = r["weight_bytes"] / 1e6
     # The ceiling: the faster weight layout at the gate|up shape.
-    big = max((v for (n, _), v in r["peak"]["matmul"].items() if n == 2 * FFN),
-              key=lambda v: v["gflops"])
+    big = max((v for (m, n, _), v in r["peak"]["matmul"].items()
+               if m == 512 and n == 2 * FFN), key=lambda v: v["gflops"])
+    # A 16-session decode step's product, if the peak bench measured it.
+    decode_mm = r["peak"]["matmul"].get((16, 2 * FFN, "packed"))
     bandwidth = r["peak"]["bandwidth"]["gbps"]
     limit_ms = r["weight_bytes"] / (bandwidth * 1e9) * 1e3
     out = ["# Llama-3-8B-shaped block: layerserve against PyTorch and the machine", "",
@@ -430,37 +469,61 @@ def report(r, threads, command, server_cmd, elapsed):
            f"{r['agreement']:.3f}" + ("" if r["agreement"] < 0.2 else
                                         " -- MISMATCH: not the same block?"), "",
            f"## Ceilings, {threads} threads", ""]
-    rows = [[f"bare oneDNN bf16 matmul {int(v['M'])}x{int(v['K'])}x{n}, {layout} weights",
+    rows = [[f"bare oneDNN bf16 matmul {m}x{int(v['K'])}x{n}, {layout} weights",
              f"{v['gflops']:.0f} GFLOP/s ({v['ms']:.1f} ms)"
              + (" (the ceiling)" if v is big else "")]
-            for (n, layout), v in r["peak"]["matmul"].items()]
+            for (m, n, layout), v in r["peak"]["matmul"].items()]
     rows += [[f"torch bf16 matmul 512x{HIDDEN}x{n} (F.linear)", f"{g:.0f} GFLOP/s"]
              for n, g in r["torch_matmul"].items()]
     rows.append(["memory read bandwidth", f"{bandwidth:.1f} GB/s"])
     rows.append([f"weight-read limit at T=1 ({weight_mb:.0f} MB / bandwidth)",
                  f"{limit_ms:.2f} ms"])
+    if decode_mm:
+        rows.append([f"16-session decode step at that 16-row rate "
+                     f"({block_flops(16) / 1e9:.1f} GFLOP)",
+                     f"{block_flops(16) / (decode_mm['gflops'] * 1e9) * 1e3:.1f} ms = "
+                     f"{16 / (block_flops(16) / (decode_mm['gflops'] * 1e9)):.0f} tok/s"])
     out += table(["what", "measured"], rows)
     out += ["", "Packed weights: in the layout oneDNN picks (as the server holds them); "
             "plain: [N, K] as the checkpoint stores them. The ceiling is the faster at "
-            "N = 2 x d_ff (gate|up fused, as the server computes them). The weight-read "
-            "limit is the time to read the layer's weights once at that bandwidth."]
+            "M = 512, N = 2 x d_ff (gate|up fused, as the server computes them). The "
+            "weight-read limit is the time to read the layer's weights once at that "
+            "bandwidth. The 16-row matmul reads its 235 MB of weights from memory each "
+            "run, as a decode step does."]
     out += ["", "## BlockForward, one sequence, stateless (median ms)", ""]
     rows = []
     for t in TOKENS:
-        ours, theirs = r["block"][t], r["torch_block"][t]
-        gflops = block_flops(t) / (ours / 1e3) / 1e9
+        ours, theirs, compute = r["block"][t], r["torch_block"][t], r["compute"][t]
+        gflops = block_flops(t) / (compute / 1e3) / 1e9
         rows.append([t, f"{ours:.2f}", f"{theirs:.2f}", f"{theirs / ours:.2f}x",
-                     f"{gflops:.0f}", f"{gflops / big['gflops']:.2f}"])
+                     f"{compute:.2f}", f"{gflops:.0f}", f"{gflops / big['gflops']:.2f}"])
     out += table(["T", "layerserve ms", "torch ms", "torch / layerserve",
-                  "layerserve GFLOP/s", "of the ceiling"], rows)
-    out += ["", "GFLOP/s: the block's matmul and attention FLOPs (attention counted in "
-            f"full) over its time, {block_flops(1) / 1e9:.2f} GFLOP per token."]
+                  "server compute ms", "compute GFLOP/s", "of the ceiling"], rows)
+    out += ["", "Server compute: the mean of the server's own "
+            "`layerserve_compute_duration_seconds{method=\"BlockForward\"}` over "
+            "calls made after the timed ones (scraped from /metrics); the rest of the "
+            "end-to-end time is the client, gRPC and the wire. GFLOP/s: the block's "
+            "matmul and attention FLOPs (attention counted in full) over the compute "
+            f"time, {block_flops(1) / 1e9:.2f} GFLOP per token."]
     out += ["", f"## Decode, KV-cache sessions (prefill {PREFILL}, then one-token steps; "
             "tokens/s)", ""]
-    rows = [[s, f"{r['decode'][s]:.0f}", f"{r['torch_decode'][s]:.0f}",
-             f"{r['decode'][s] / r['torch_decode'][s]:.2f}x"] for s in SESSIONS]
+    rows = []
+    for s in SESSIONS:
+        d = r["decode_server"][s]
+        per_batch = d["batch_requests"] / d["batches"]
+        compute_ms = d["compute_s"] / d["requests"] * 1e3  # Each step: its batch's.
+        rows.append([s, f"{r['decode'][s]:.0f}", f"{r['torch_decode'][s]:.0f}",
+                     f"{r['decode'][s] / r['torch_decode'][s]:.2f}x",
+                     f"{per_batch:.1f}", f"{compute_ms:.1f}",
+                     f"{per_batch / compute_ms * 1e3:.0f}"])
     out += table(["sessions", "layerserve tok/s", "torch tok/s (batched, hand-kept cache)",
-                  "layerserve / torch"], rows)
+                  "layerserve / torch", "steps per batch", "server compute ms per batch",
+                  "tok/s of the compute alone"], rows)
+    out += ["", "Steps per batch, compute per batch: the server's "
+            "`layerserve_batch_size` and `layerserve_compute_duration_seconds` "
+            "(BlockForward) over the timed rounds. Compute alone: the steps over the "
+            "batches' compute time (steps per batch / compute per batch), what the server "
+            "would give if the clients, gRPC and the wire took no time and no core."]
     alone, loaded = r["latency_alone"], r["latency_loaded"]
     out += ["", f"## Decode step latency, {SESSIONS[-1]} sessions stepping (ms)", ""]
     out += table(["", "p50", "p99", "steps"], [
@@ -472,7 +535,7 @@ def report(r, threads, command, server_cmd, elapsed):
         return r["torch_block"][t] / r["block"][t]
 
     def of_peak(t):
-        return block_flops(t) / (r["block"][t] / 1e3) / 1e9 / big["gflops"]
+        return block_flops(t) / (r["compute"][t] / 1e3) / 1e9 / big["gflops"]
     top = SESSIONS[-1]
     targets = [
         ("BlockForward T=16 >= 1.5x torch", f"{ratio(16):.2f}x", ratio(16) >= 1.5),
@@ -481,8 +544,8 @@ def report(r, threads, command, server_cmd, elapsed):
         ("BlockForward T=1 within 1.2x of the weight-read limit",
          f"{r['block'][1]:.2f} ms = {r['block'][1] / limit_ms:.2f}x of {limit_ms:.2f} ms",
          r["block"][1] <= 1.2 * limit_ms),
-        *[(f"compute at T={t} >= 0.8 of the bare matmul GFLOP/s", f"{of_peak(t):.3f}",
-           of_peak(t) >= 0.8) for t in TOKENS if t >= 128],
+        *[(f"server compute at T={t} >= 0.8 of the bare matmul GFLOP/s",
+           f"{of_peak(t):.3f}", of_peak(t) >= 0.8) for t in TOKENS if t >= 128],
         (f"decode {top} sessions >= 1000 tok/s", f"{r['decode'][top]:.0f} tok/s",
          r["decode"][top] >= 1000),
         (f"decode {top} sessions >= 2x torch",
@@ -568,7 +631,6 @@ def main():
         log("starting layerserve")
         process = start_server(server, repository, args.server_arg)
         server_cmd = " ".join(shlex.quote(a) for a in process.proc.args)
-        target = process.target
         # The idle server takes no CPU, so it runs throughout; each layerserve figure
         # is measured right after its torch peer, so both see the same load on a
         # shared machine.
@@ -581,21 +643,22 @@ def main():
             r["torch_matmul"] = {2 * FFN: torch_matmul_gflops(fused, settings),
                                  FFN: torch_matmul_gflops(layer["gate"], settings)}
             del fused
-            r["agreement"] = server_agreement(target, layer)
-            r["block"], r["torch_block"] = {}, {}
+            r["agreement"] = server_agreement(process.target, layer)
+            r["block"], r["compute"], r["torch_block"] = {}, {}, {}
             for t in TOKENS:
                 log(f"BlockForward T={t}: torch, layerserve")
                 r["torch_block"][t] = torch_block_ms(layer, t, settings)
-                r["block"][t] = server_block_ms(target, t, settings)
-            r["decode"], r["torch_decode"] = {}, {}
+                r["block"][t], r["compute"][t] = server_block_ms(process, t, settings)
+            r["decode"], r["torch_decode"], r["decode_server"] = {}, {}, {}
             for s in SESSIONS:
                 log(f"decode, {s} session(s): torch, layerserve")
                 r["torch_decode"][s] = torch_decode(layer, s, settings)
-                r["decode"][s], latencies, _ = server_decode(target, s, settings)
+                r["decode"][s], latencies, _, r["decode_server"][s] = server_decode(
+                    process, s, settings)
             r["latency_alone"] = percentiles(latencies)
             log(f"layerserve: decode, {SESSIONS[-1]} sessions beside a prefill stream")
-            _, latencies, r["prefills"] = server_decode(target, SESSIONS[-1], settings,
-                                                        prefill_stream=True)
+            _, latencies, r["prefills"], _ = server_decode(process, SESSIONS[-1], settings,
+                                                           prefill_stream=True)
             r["latency_loaded"] = percentiles(latencies)
             r["load"].append(load_average())
         except Exception as error:

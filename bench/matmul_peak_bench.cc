@@ -1,6 +1,7 @@
 // The machine's two ceilings for a Llama-3-8B-shaped block with N threads (default
 // 2): the bare oneDNN bfloat16 matmul of the MLP's largest shapes (M = 512, K =
-// 4096, N = 2 * 14336 gate|up fused, and N = 14336), in GFLOP/s; and the memory
+// 4096, N = 2 * 14336 gate|up fused, and N = 14336; and M = 16 at the fused shape,
+// a 16-session decode step), in GFLOP/s; and the memory
 // read bandwidth of N threads streaming a buffer far larger than the last-level
 // cache, in GB/s (what a T = 1 call, which reads every weight once, is bounded by).
 // bench/llama8b_bench.py runs this binary and parses its lines:
@@ -175,5 +176,9 @@ int main(int argc, char** argv) {
   for (int64_t n : {2 * 14336, 14336}) {
     for (bool packed : {true, false}) Matmul(threads, 512, 4096, n, packed, runs);
   }
+  // A 16-session decode step's largest product: 16 rows against weights that come
+  // from memory each run (235 MB), what one-token steps of 16 sessions batched into
+  // one call are bound by on CPUs whose matmul at 16 rows is slower than the read.
+  Matmul(threads, 16, 4096, 2 * 14336, /*packed=*/true, runs * 2);
   return 0;
 }
