@@ -111,14 +111,16 @@ ABSL_FLAG(std::string, metrics_host, "",
           "Address the metrics listener binds to (e.g. an internal interface); empty: "
           "--host.");
 ABSL_FLAG(std::string, tls_cert, "",
-          "PEM certificate chain for the gRPC listener; with --tls-key turns TLS on.");
+          "PEM certificate chain for the gRPC listener; with --tls-key turns TLS on. "
+          "Read again (with --tls-key and --tls-client-ca) when the files change.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert (unencrypted).");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA certificates; when set, clients must present a certificate one of "
           "them signed (mutual TLS).");
 ABSL_FLAG(std::string, auth_token_file, "",
           "File of accepted bearer tokens, one per line; when set, every call but "
-          "grpc.health.v1 needs `authorization: Bearer <token>` metadata.");
+          "grpc.health.v1 needs `authorization: Bearer <token>` metadata. Read again "
+          "when it changes (looked at once a second at most).");
 
 namespace layerserve {
 namespace {
@@ -282,11 +284,13 @@ int Run() {
   }
   const TlsFiles tls{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
                      absl::GetFlag(FLAGS_tls_client_ca)};
-  const absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+  // Like the authenticator, it must outlive the server: gRPC asks it for the
+  // certificates at each handshake.
+  absl::StatusOr<ListenerSecurity> security =
       ListenerCredentials(tls, authenticator.get());
-  if (!credentials.ok()) {
+  if (!security.ok()) {
     std::fprintf(stderr, "layerserve: %s\n",
-                 std::string(credentials.status().message()).c_str());
+                 std::string(security.status().message()).c_str());
     return 2;
   }
   if (authenticator != nullptr && tls.cert.empty()) {
@@ -383,8 +387,8 @@ int Run() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int grpc_port = 0;
-  builder.AddListeningPort(HostPort(host, absl::GetFlag(FLAGS_port)), *credentials,
-                           &grpc_port);
+  builder.AddListeningPort(HostPort(host, absl::GetFlag(FLAGS_port)),
+                           security->credentials, &grpc_port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,

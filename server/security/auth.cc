@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -32,7 +33,7 @@ absl::string_view SliceView(const grpc_slice& slice) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromFile(
+absl::StatusOr<TokenAuthenticator::Digests> TokenAuthenticator::ReadFile(
     const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   std::stringstream text;
@@ -40,12 +41,54 @@ absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromFile
     return absl::InvalidArgumentError(
         absl::StrCat("--auth-token-file: cannot read ", path));
   }
-  return FromText(text.str(), path);
+  return Parse(text.str(), path);
+}
+
+absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromFile(
+    const std::string& path, absl::Duration recheck) {
+  // Stamped before reading: a change made while it is read is seen at the next look.
+  const FileStamp stamp = StampOf(path);
+  absl::StatusOr<Digests> digests = ReadFile(path);
+  if (!digests.ok()) return digests.status();
+  return std::unique_ptr<TokenAuthenticator>(
+      new TokenAuthenticator(*std::move(digests), path, stamp, recheck));
 }
 
 absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromText(
     absl::string_view text, absl::string_view source) {
-  std::vector<Digest> digests;
+  absl::StatusOr<Digests> digests = Parse(text, source);
+  if (!digests.ok()) return digests.status();
+  return std::unique_ptr<TokenAuthenticator>(
+      new TokenAuthenticator(*std::move(digests), "", FileStamp(), absl::ZeroDuration()));
+}
+
+std::shared_ptr<const TokenAuthenticator::Digests> TokenAuthenticator::Current() const {
+  absl::MutexLock lock(&mu_);
+  if (path_.empty()) return digests_;
+  const absl::Time now = absl::Now();
+  if (now < next_check_) return digests_;
+  next_check_ = now + recheck_;
+  const FileStamp stamp = StampOf(path_);
+  if (stamp == stamp_) return digests_;
+  // Noted before reading, so a file that cannot be used is reported once per change,
+  // not at every look.
+  stamp_ = stamp;
+  absl::StatusOr<Digests> digests = ReadFile(path_);
+  if (!digests.ok()) {
+    std::fprintf(stderr,
+                 "layerserve: %s; the %zu token(s) read before are still accepted\n",
+                 std::string(digests.status().message()).c_str(), digests_->size());
+    return digests_;
+  }
+  std::fprintf(stderr, "layerserve: --auth-token-file: read %zu token(s) again from %s\n",
+               digests->size(), path_.c_str());
+  digests_ = std::make_shared<const Digests>(*std::move(digests));
+  return digests_;
+}
+
+absl::StatusOr<TokenAuthenticator::Digests> TokenAuthenticator::Parse(
+    absl::string_view text, absl::string_view source) {
+  Digests digests;
   int line_number = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
@@ -65,7 +108,7 @@ absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromText
     return absl::InvalidArgumentError(
         absl::StrCat("--auth-token-file: ", source, " holds no token"));
   }
-  return std::unique_ptr<TokenAuthenticator>(new TokenAuthenticator(std::move(digests)));
+  return digests;
 }
 
 bool TokenAuthenticator::Accepts(absl::string_view token) const {
@@ -75,8 +118,9 @@ bool TokenAuthenticator::Accepts(absl::string_view token) const {
   // Digests have one length whatever the token's, CRYPTO_memcmp's time does not
   // depend on where they differ, and every accepted token is compared: the time
   // says nothing about a guess.
+  const std::shared_ptr<const Digests> accepted_digests = Current();
   int matches = 0;
-  for (const Digest& accepted : digests_) {
+  for (const Digest& accepted : *accepted_digests) {
     matches |= CRYPTO_memcmp(digest.data(), accepted.data(), digest.size()) == 0;
   }
   return matches != 0;
@@ -112,7 +156,8 @@ grpc_auth_metadata_processor TokenAuthenticator::AuthProcessor() const {
   grpc_auth_metadata_processor processor;
   processor.state = const_cast<TokenAuthenticator*>(this);
   processor.destroy = [](void*) {};  // The server does not own the authenticator.
-  // Runs inline in gRPC's auth filter: Check() never blocks.
+  // Runs inline in gRPC's auth filter: Check() blocks only to read the token file
+  // again once it changed (a small local file, looked at once per recheck at most).
   processor.process = [](void* state, grpc_auth_context*, const grpc_metadata* md,
                          size_t num_md, grpc_process_auth_metadata_done_cb done,
                          void* user_data) {

@@ -10,7 +10,13 @@
 //
 // Tokens are kept only as SHA-256 digests and compared in constant time, so neither
 // the time a check takes nor a memory dump tells a caller how close a guess was.
-// Immutable after construction: safe to call from any number of threads.
+//
+// The token file is read again when it changes (FileStamp; looked at, at most, once
+// per `recheck` on the calls' path, so rotation needs no restart and no thread): add
+// the new token, move the clients to it, remove the old one, and no call fails. A
+// changed file that cannot be used (unreadable, no token, a bad line) is reported
+// on stderr and the tokens read before stay accepted, so a half-written file never
+// locks every client out. Safe to call from any number of threads.
 #ifndef LAYERSERVE_SERVER_SECURITY_AUTH_H_
 #define LAYERSERVE_SERVER_SECURITY_AUTH_H_
 
@@ -21,9 +27,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/security/file_stamp.h"
 
 namespace layerserve {
 
@@ -32,13 +42,16 @@ class TokenAuthenticator {
   // The `:path` prefix of calls that need no token.
   static constexpr absl::string_view kExemptPrefix = "/grpc.health.v1.Health/";
 
+  // How often, at most, a call looks whether the token file changed.
+  static constexpr absl::Duration kRecheck = absl::Seconds(1);
+
   // Reads the accepted tokens from `path`: one per line, surrounding whitespace
   // ignored, blank lines and lines starting with '#' skipped (several tokens let
   // clients move to a new one before the old one is removed). Fails naming the file
-  // if it cannot be read or holds no token.
+  // if it cannot be read or holds no token. Read again when it changes (above).
   static absl::StatusOr<std::unique_ptr<TokenAuthenticator>> FromFile(
-      const std::string& path);
-  // The contents of a token file, as FromFile reads it.
+      const std::string& path, absl::Duration recheck = kRecheck);
+  // The contents of a token file, as FromFile reads it; never read again.
   static absl::StatusOr<std::unique_ptr<TokenAuthenticator>> FromText(
       absl::string_view text, absl::string_view source);
 
@@ -55,12 +68,29 @@ class TokenAuthenticator {
 
  private:
   using Digest = std::array<unsigned char, 32>;
-  explicit TokenAuthenticator(std::vector<Digest> digests)
-      : digests_(std::move(digests)) {}
+  using Digests = std::vector<Digest>;
+  TokenAuthenticator(Digests digests, std::string path, FileStamp stamp,
+                     absl::Duration recheck)
+      : path_(std::move(path)),
+        recheck_(recheck),
+        digests_(std::make_shared<const Digests>(std::move(digests))),
+        stamp_(stamp),
+        next_check_(absl::Now() + recheck) {}
 
+  static absl::StatusOr<Digests> Parse(absl::string_view text, absl::string_view source);
+  static absl::StatusOr<Digests> ReadFile(const std::string& path);
+  // The accepted digests, after reading the file again if it is time to look and it
+  // changed.
+  std::shared_ptr<const Digests> Current() const;
   bool Accepts(absl::string_view token) const;
 
-  const std::vector<Digest> digests_;
+  const std::string path_;  // Empty: FromText, never read again.
+  const absl::Duration recheck_;
+  // What the file gave last (a cache of the file, hence mutable under const calls).
+  mutable absl::Mutex mu_;
+  mutable std::shared_ptr<const Digests> digests_ ABSL_GUARDED_BY(mu_);
+  mutable FileStamp stamp_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Time next_check_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace layerserve

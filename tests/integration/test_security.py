@@ -2,9 +2,13 @@
 by openssl here (a CA, a server certificate for 127.0.0.1, client certificates from
 that CA and from another one), bearer tokens from a file (UNAUTHENTICATED without
 or with a wrong one, health exempt, reflection not), refusals before anything is
-computed or counted, clear start-up errors, and /metrics on its own address."""
+computed or counted, clear start-up errors, certificates and tokens rotated under
+load with no restart and no failed call, and /metrics on its own address."""
+import os
 import socket
+import ssl
 import subprocess
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -17,8 +21,8 @@ from grpc_std import health_pb2, health_pb2_grpc
 from grpc_std import reflection_pb2, reflection_pb2_grpc
 from layerserve.v1 import layerserve_pb2 as pb
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
-from pki import TOKENS, make_pki, openssl
-from server_process import CLI, SERVER, ServerProcess
+from pki import TOKENS, make_leaf, make_pki, openssl
+from server_process import CLI, SERVER, ServerProcess, wait_for
 from wire import array_tensor, values
 
 MISSING = ('missing credentials: this server requires "authorization: Bearer <token>" '
@@ -219,6 +223,116 @@ def test_mutual_tls_and_token_together(pki):
         assert requests_total(server) == 1
     finally:
         assert server.stop() == 0, server.output()
+
+
+def replace(path, data):
+    """Writes `data` over `path` as operators (and Kubernetes) rotate files: a new
+    file renamed over the old, never a half-written one."""
+    new = f"{path}.new"
+    with open(new, "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+    os.replace(new, path)
+
+
+def served_certificate(pki, target):
+    """The certificate (DER) a new TLS connection to `target` is shown, presenting
+    pki's client certificate as mutual TLS asks."""
+    host, port = target.rsplit(":", 1)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_verify_locations(cadata=pki.pem["ca_crt"].decode())
+    context.load_cert_chain(pki.client_crt, pki.client_key)
+    context.set_alpn_protocols(["h2"])
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname=host) as tls:
+            return tls.getpeercert(binary_form=True)
+
+
+def der(pem):
+    return ssl.PEM_cert_to_DER_cert(pem.decode())
+
+
+def test_certificates_and_tokens_rotate_under_load_without_a_failed_call(pki, tmp_path):
+    renewed = "renewed"  # A second server certificate for 127.0.0.1 from the same CA.
+    make_leaf(pki.dir, renewed, "ca",
+              "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    renewed_crt = (pki.dir / f"{renewed}.crt").read_bytes()
+    renewed_key = (pki.dir / f"{renewed}.key").read_bytes()
+    cert, key, tokens = tmp_path / "tls.crt", tmp_path / "tls.key", tmp_path / "tokens"
+    replace(cert, pki.pem["server_crt"])
+    replace(key, pki.pem["server_key"])
+    replace(tokens, f"{TOKENS[0]}\n")
+    new_token = "rotated-token-0123456789"
+    server = ServerProcess(f"--tls-cert={cert}", f"--tls-key={key}",
+                           f"--tls-client-ca={pki.ca_crt}", f"--auth-token-file={tokens}")
+    creds = credentials(pki, client="client")
+    token = [TOKENS[0]]  # What the clients send; switched during the test.
+    calls, failures, stop = [0], [], threading.Event()
+
+    def load():
+        """Calls on one connection kept open and on a new one (a handshake) each."""
+        with grpc.secure_channel(server.target, creds) as kept:
+            while not stop.is_set():
+                try:
+                    normalize(kept, bearer(token[0]))
+                    with grpc.secure_channel(server.target, creds) as fresh:
+                        normalize(fresh, bearer(token[0]))
+                    calls[0] += 2
+                except Exception as error:  # noqa: BLE001 -- every failure counts
+                    failures.append(error)
+
+    def accepted(value):
+        with grpc.secure_channel(server.target, creds) as channel:
+            try:
+                normalize(channel, bearer(value))
+                return True
+            except grpc.RpcError as error:
+                assert error.code() == grpc.StatusCode.UNAUTHENTICATED, error
+                return False
+
+    def calls_go_on():
+        """Waits for both load threads to finish calls begun after this point."""
+        seen = calls[0]
+        assert wait_for(lambda: calls[0] >= seen + 8, timeout=30), failures
+
+    threads = [threading.Thread(target=load, daemon=True) for _ in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        calls_go_on()
+        # Tokens: add the new one, move the clients to it, remove the old one.
+        replace(tokens, f"{TOKENS[0]}\n{new_token}\n")
+        assert wait_for(lambda: accepted(new_token), timeout=10, interval=0.1)
+        token[0] = new_token
+        calls_go_on()
+        replace(tokens, f"{new_token}\n")
+        assert wait_for(lambda: not accepted(TOKENS[0]), timeout=10, interval=0.1)
+        calls_go_on()
+        # Certificates: a certificate without its key first (as a copy of one file at
+        # a time leaves them), which must not be taken; then the key too.
+        assert served_certificate(pki, server.target) == der(pki.pem["server_crt"])
+        replace(cert, renewed_crt)
+        assert served_certificate(pki, server.target) == der(pki.pem["server_crt"])
+        assert wait_for(lambda: "the TLS files changed but cannot be used: --tls-key: "
+                        f"{key} is not the key of the certificate in {cert}" in
+                        server.output())
+        calls_go_on()
+        replace(key, renewed_key)
+        assert wait_for(lambda: served_certificate(pki, server.target) == der(renewed_crt),
+                        interval=0.1)
+        calls_go_on()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+        code = server.stop()
+    assert failures == []
+    assert code == 0, server.output()
+    output = server.output()
+    assert f"--auth-token-file: read 2 token(s) again from {tokens}" in output
+    assert f"--auth-token-file: read 1 token(s) again from {tokens}" in output
+    assert f"TLS certificate read again from {cert}" in output
+    # Never a token in the log.
+    assert TOKENS[0] not in output and new_token not in output
 
 
 def start_failure(*args):

@@ -1,8 +1,11 @@
-// TokenAuthenticator: how a token file is read and which authorization values a
-// call may carry. The wire (metadata, health exemption on a real server, refusals
-// before the service) is tested end to end in tests/integration/test_security.py.
+// TokenAuthenticator: how a token file is read (and read again when it changes) and
+// which authorization values a call may carry. The wire (metadata, health exemption on a
+// real server, refusals before the service) is tested end to end in
+// tests/integration/test_security.py.
 #include "server/security/auth.h"
 
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -100,6 +103,71 @@ TEST(TokenAuthenticatorTest, OnlyTheHealthServiceIsExempt) {
                 StatusIs(absl::StatusCode::kUnauthenticated, ::testing::_))
         << path;
   }
+}
+
+// A token file in the test's temporary directory, replaced as operators rotate it
+// (written beside, renamed over).
+class TokenFile {
+ public:
+  explicit TokenFile(const std::string& name)
+      : path_(std::string(::testing::TempDir()) + "/" + name) {}
+  ~TokenFile() { std::remove(path_.c_str()); }
+  void Write(absl::string_view text) const {
+    const std::string next = path_ + ".new";
+    std::ofstream(next, std::ios::binary) << text;
+    ASSERT_EQ(std::rename(next.c_str(), path_.c_str()), 0);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  const std::string path_;
+};
+
+TEST(TokenAuthenticatorTest, ReadsTheFileAgainWhenItChanges) {
+  TokenFile file("rotating-tokens");
+  file.Write("old-token\n");
+  absl::StatusOr<std::unique_ptr<TokenAuthenticator>> auth =
+      TokenAuthenticator::FromFile(file.path(), absl::ZeroDuration());
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  EXPECT_TRUE((*auth)->Check(kCall, {"Bearer old-token"}).ok());
+  EXPECT_FALSE((*auth)->Check(kCall, {"Bearer new-token"}).ok());
+  // Rotation: both, then only the new one.
+  file.Write("old-token\nnew-token\n");
+  EXPECT_TRUE((*auth)->Check(kCall, {"Bearer new-token"}).ok());
+  EXPECT_TRUE((*auth)->Check(kCall, {"Bearer old-token"}).ok());
+  file.Write("new-token\n");
+  EXPECT_THAT((*auth)->Check(kCall, {"Bearer old-token"}),
+              StatusIs(absl::StatusCode::kUnauthenticated, Eq("invalid bearer token")));
+  EXPECT_TRUE((*auth)->Check(kCall, {"Bearer new-token"}).ok());
+}
+
+TEST(TokenAuthenticatorTest, KeepsTheTokensItHasWhenTheChangedFileCannotBeUsed) {
+  TokenFile file("broken-tokens");
+  file.Write("kept-token\n");
+  absl::StatusOr<std::unique_ptr<TokenAuthenticator>> auth =
+      TokenAuthenticator::FromFile(file.path(), absl::ZeroDuration());
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  for (absl::string_view broken : {"", "# emptied\n", "two tokens\n"}) {
+    file.Write(broken);
+    EXPECT_TRUE((*auth)->Check(kCall, {"Bearer kept-token"}).ok()) << broken;
+  }
+  std::remove(file.path().c_str());
+  EXPECT_TRUE((*auth)->Check(kCall, {"Bearer kept-token"}).ok());
+  // A usable file again is taken.
+  file.Write("next-token\n");
+  EXPECT_TRUE((*auth)->Check(kCall, {"Bearer next-token"}).ok());
+  EXPECT_FALSE((*auth)->Check(kCall, {"Bearer kept-token"}).ok());
+}
+
+TEST(TokenAuthenticatorTest, LooksAtTheFileAtMostOncePerRecheck) {
+  TokenFile file("slow-tokens");
+  file.Write("first-token\n");
+  absl::StatusOr<std::unique_ptr<TokenAuthenticator>> auth =
+      TokenAuthenticator::FromFile(file.path(), absl::Hours(1));
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  file.Write("second-token\n");
+  EXPECT_TRUE((*auth)->Check(kCall, {"Bearer first-token"}).ok());
+  EXPECT_FALSE((*auth)->Check(kCall, {"Bearer second-token"}).ok());
 }
 
 }  // namespace
