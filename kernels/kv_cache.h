@@ -55,10 +55,10 @@ class KvCache {
   const void* ValueBlock(int64_t layer, int64_t block) const;
   // The call's tokens become part of the cache.
   void Commit(int64_t tokens) { length_ += tokens; }
-  // Forgets the committed tokens from `length` on and frees the blocks only they
-  // used, so that bytes() is what caching `length` tokens took: a call that ran in
-  // parts and was stopped between them leaves the cache as it found it.
-  // REQUIRES: 0 <= length <= length(), and no tokens appended uncommitted.
+  // Forgets the committed tokens from `length` on, and any appended uncommitted,
+  // and frees the blocks only they used, so that bytes() is what caching `length`
+  // tokens took: a call that ran in parts (or layers) and was stopped between them
+  // leaves the cache as it found it. REQUIRES: 0 <= length <= length().
   void Truncate(int64_t length);
 
  private:

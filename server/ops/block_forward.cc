@@ -214,7 +214,8 @@ OutputHealth FinishBlockForward(BlockForwardJob& job, float* out,
 
 std::vector<OutputHealth> RunBlockForwardBatch(
     kernels::BlockKernels& kernels, const std::vector<BlockForwardJob*>& jobs,
-    const std::vector<v1::BlockForwardResponse*>& responses) {
+    const std::vector<v1::BlockForwardResponse*>& responses,
+    const BatchAbandoned& abandoned) {
   const BlockForwardJob& first = *jobs.front();
   const Model& model = *first.model;
   const kernels::BlockConfig& config = model.block;
@@ -273,6 +274,9 @@ std::vector<OutputHealth> RunBlockForwardBatch(
   for (BlockForwardJob* job : jobs) job->entropy.resize(job->num_layers * heads);
   std::vector<double> entropy(batch.starts.size() * heads);
   for (int64_t l = 0; l < first.num_layers; ++l) {
+    // A layer of a long prefill takes up to hundreds of milliseconds: a call
+    // cancelled or expired meanwhile frees the worker after the layer it is in.
+    if (l > 0 && abandoned && abandoned()) return std::vector<OutputHealth>(jobs.size());
     std::fill(entropy.begin(), entropy.end(), 0.0);
     batch.cache_layer = l;
     kernels::BlockForward(config, model.blocks[first.layer_start + l], batch, kernels,
@@ -322,8 +326,8 @@ std::string BlockForwardOp::BatchKey(const Job& job) {
 
 std::vector<OutputHealth> BlockForwardOp::RunBatch(
     WorkerContext& worker, const std::vector<Job*>& jobs,
-    const std::vector<Response*>& responses) {
-  return RunBlockForwardBatch(worker.block, jobs, responses);
+    const std::vector<Response*>& responses, const BatchAbandoned& abandoned) {
+  return RunBlockForwardBatch(worker.block, jobs, responses, abandoned);
 }
 
 int64_t BlockForwardOp::MaxBatchRows(const Job& job) {
@@ -357,9 +361,10 @@ void BlockForwardOp::End(Job& job, JobOutcome outcome) {
     job.session.ReleaseFailed();
     return;
   }
-  // Stopped between chunks: the chunks that ran are committed to the cache. They
-  // go, with the blocks they took, so the lease returns what it reserved and the
-  // session is as before the call (its next call can send the prefill again).
+  // Stopped between chunks or layers: the chunks that ran are committed to the
+  // cache, the layers of the one that stopped appended uncommitted. Both go, with
+  // the blocks they took, so the lease returns what it reserved and the session is
+  // as before the call (its next call can send the prefill again).
   if (outcome == JobOutcome::kStopped && job.session) {
     job.session.get()->cache.Truncate(job.cache_length);
   }

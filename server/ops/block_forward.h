@@ -99,9 +99,13 @@ absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
 // `causal` (the batcher keys on them). The linear layers run once on the tokens of
 // all jobs; attention runs per sequence; each job's result is bit-identical to
 // running it alone. Returns each job's numeric health (meaningful once done).
+// Between two layers it asks `abandoned` (if set) and, when every call is gone,
+// returns with no job advanced: what the layers run so far appended to a session's
+// cache is uncommitted (BlockForwardOp::End forgets it).
 std::vector<OutputHealth> RunBlockForwardBatch(
     kernels::BlockKernels& kernels, const std::vector<BlockForwardJob*>& jobs,
-    const std::vector<v1::BlockForwardResponse*>& responses);
+    const std::vector<v1::BlockForwardResponse*>& responses,
+    const BatchAbandoned& abandoned = nullptr);
 
 // One job alone, all its parts.
 OutputHealth RunBlockForward(kernels::BlockKernels& kernels, BlockForwardJob& job,
@@ -155,7 +159,8 @@ struct BlockForwardOp : OperationDefaults {
   static ElementType OutputType(const Job& job) { return job.output_type; }
   static std::vector<OutputHealth> RunBatch(WorkerContext& worker,
                                             const std::vector<Job*>& jobs,
-                                            const std::vector<Response*>& responses);
+                                            const std::vector<Response*>& responses,
+                                            const BatchAbandoned& abandoned);
 
   // Always queued, even when small: in the queue requests share their linear
   // layers.

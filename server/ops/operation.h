@@ -28,7 +28,8 @@
 //     static OutputHealth Run(WorkerContext&, const Job&, Response*);
 //   kOneCallPerBatch:
 //     static std::vector<OutputHealth> RunBatch(WorkerContext&,
-//         const std::vector<Job*>&, const std::vector<Response*>&);
+//         const std::vector<Job*>&, const std::vector<Response*>&,
+//         const BatchAbandoned&);
 //
 // and may replace OperationDefaults' MayRunInline, Gathers, MaxBatchRows, Finished,
 // RecordComputed and End.
@@ -47,10 +48,17 @@
 // checked as in the queue (cancelled, expired: JobOutcome::kStopped). Rows() and
 // MaxBatchRows() describe the next part. BlockForward's chunked prefill is the one
 // user.
+//
+// Stopping part-way: a RunBatch that takes long may ask its BatchAbandoned between
+// steps (BlockForward: between layers) and, once it says every call of the batch
+// is gone, return at once with no job advanced (not Finished, nothing committed).
+// The dispatcher then answers each call as stopped between parts, and the worker
+// is free for what waits.
 #ifndef LAYERSERVE_SERVER_OPS_OPERATION_H_
 #define LAYERSERVE_SERVER_OPS_OPERATION_H_
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 
 #include "absl/time/time.h"
@@ -72,6 +80,11 @@ struct ParseContext {
   // (BlockForwardOp); 0: every call runs whole.
   int64_t prefill_chunk_tokens = 0;
 };
+
+// Whether every call of a running batch was cancelled or passed its deadline, so
+// that the rest of its computation would be for no one. Cheap (no lock, no
+// allocation); call it from the thread running the batch.
+using BatchAbandoned = std::function<bool()>;
 
 // How a batch of an operation's jobs runs.
 enum class BatchRun {

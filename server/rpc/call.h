@@ -40,6 +40,10 @@ class Call {
   // Not answered yet (and not moved from).
   bool pending() const { return pending_; }
 
+  // Neither cancelled by the client nor past its deadline (gRPC cancels the call
+  // when it passes). Cheap: safe to ask between the layers of a computation.
+  bool wanted() const { return !context_->IsCancelled(); }
+
   // The status to answer instead of computing, if the client is gone or its
   // deadline passed while the request waited; OK to go on. `between_parts`: the
   // request runs in parts and some have run (the message says the rest did not).

@@ -164,7 +164,13 @@ class OperationTask final : public ServedTask {
           jobs.push_back(&t->job_);
           responses.push_back(t->response_);
         }
-        const std::vector<OutputHealth> health = Op::RunBatch(worker, jobs, responses);
+        // Between its layers the batch stops once every call in it is gone.
+        const BatchAbandoned abandoned = [&live] {
+          return std::none_of(live.begin(), live.end(),
+                              [](OperationTask* t) { return t->call_.wanted(); });
+        };
+        const std::vector<OutputHealth> health =
+            Op::RunBatch(worker, jobs, responses, abandoned);
         const absl::Duration took = absl::Now() - begin;
         std::vector<OperationTask*> unfinished;
         for (size_t i = 0; i < live.size(); ++i) {
@@ -180,9 +186,13 @@ class OperationTask final : public ServedTask {
         // Each unfinished job's next part waits behind what is queued already, so
         // other keys' batches (decode steps) run between its parts. One the batcher
         // does not take (it stops, or its queue is full) runs its next part here.
+        // A call gone meanwhile (its batch may have stopped part-way for it) is
+        // answered now, not after another wait in the queue.
         live.clear();
         for (OperationTask* t : unfinished) {
-          if (!t->Requeue(batch) && t->StillWanted()) live.push_back(t);
+          if (t->StillWanted() && !t->Requeue(batch) && t->StillWanted()) {
+            live.push_back(t);
+          }
         }
         begin = absl::Now();
       }

@@ -1,5 +1,6 @@
 """Faults through the real server: a client killed with calls in flight, a storm of
-calls with 1-5 ms deadlines, and requests at and just over every configured limit.
+calls with 1-5 ms deadlines, a call whose deadline passes while it computes, and
+requests at and just over every configured limit.
 Each time the server keeps serving everyone else, answers each call with the right
 code, and its requests_total accounts for every call that reached it.
 
@@ -145,11 +146,52 @@ def test_client_killed_mid_batch_is_accounted_for_and_others_are_served():
         assert set(block) <= {"OK", "CANCELLED"}, block
         assert block["OK"] + block.get("CANCELLED", 0) == n + served["block"]
         assert block.get("CANCELLED", 0) >= 1, "the kill came too late to cancel anything"
-        # Cancelled calls were dropped before compute; the others were computed (the
-        # batch running when the client died, for nobody: a kernel is not stopped).
+        # Cancelled calls were dropped before compute, or (the batch running when the
+        # client died) stopped between two layers; the others were computed.
         assert computed(server, "BlockForward") - computed_before == block["OK"]
         assert delta(codes(server, "Normalize"), before_norm) == {"OK": served["norm"]}
         assert stub.BlockForward(other_block, timeout=60).hidden_states.data == alone
+    finally:
+        stop(server, channel)
+
+
+def queue_seconds(server):
+    return server.metric_sum("layerserve_queue_duration_seconds_sum", method="BlockForward")
+
+
+def test_a_call_whose_deadline_passes_while_it_computes_stops_between_layers():
+    server, channel, stub = started("--compute-threads=1")
+    try:
+        rng = np.random.default_rng(5)
+        # 512 tokens through the 4 demo layers: a layer takes a quarter of the call.
+        long_call = pb.BlockForwardRequest(num_layers=4,
+                                           hidden_states=hidden(rng, 1, 512, DEMO_HIDDEN))
+        took = []
+        for _ in range(3):
+            start = time.monotonic()
+            stub.BlockForward(long_call, timeout=120)
+            took.append(time.monotonic() - start)
+        whole = sorted(took)[1]
+        idle(server)
+        before, computed_before = codes(server, "BlockForward"), computed(server, "BlockForward")
+        queued_before = queue_seconds(server)
+        # The deadline falls in the second of the 4 layers (an idle server takes the
+        # call at once).
+        deadline = 0.4 * whole
+        with pytest.raises(grpc.RpcError) as error:
+            stub.BlockForward(long_call, timeout=deadline)
+        assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        idle(server)
+        assert delta(codes(server, "BlockForward"), before) == {"DEADLINE_EXCEEDED": 1}
+        # Taken by the worker before its deadline, yet never computed to the end:
+        # it stopped part-way (a call that expired in the queue would have waited
+        # longer than its deadline).
+        assert queue_seconds(server) - queued_before < deadline
+        assert computed(server, "BlockForward") == computed_before
+        # The worker is free and the model unharmed.
+        short = pb.BlockForwardRequest(hidden_states=hidden(rng, 1, 3, DEMO_HIDDEN))
+        alone = stub.BlockForward(short, timeout=60).hidden_states.data
+        assert stub.BlockForward(short, timeout=60).hidden_states.data == alone
     finally:
         stop(server, channel)
 

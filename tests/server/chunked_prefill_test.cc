@@ -114,10 +114,12 @@ Observer* observer = nullptr;  // The running test's.
 struct ObservedBlockForwardOp : BlockForwardOp {
   static std::vector<OutputHealth> RunBatch(WorkerContext& worker,
                                             const std::vector<Job*>& jobs,
-                                            const std::vector<Response*>& responses) {
+                                            const std::vector<Response*>& responses,
+                                            const BatchAbandoned& abandoned) {
     std::vector<int64_t> parts;
     for (const Job* job : jobs) parts.push_back(job->PartTokens());
-    std::vector<OutputHealth> health = BlockForwardOp::RunBatch(worker, jobs, responses);
+    std::vector<OutputHealth> health =
+        BlockForwardOp::RunBatch(worker, jobs, responses, abandoned);
     observer->Ran(jobs, parts);
     return health;
   }

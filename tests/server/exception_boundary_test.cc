@@ -157,7 +157,8 @@ struct FaultyOp : OperationDefaults {
   // One call for the batch: a fault of any job fails it whole, after the jobs
   // before it were computed.
   static std::vector<OutputHealth> RunBatch(WorkerContext&, const std::vector<Job*>& jobs,
-                                            const std::vector<Response*>& responses) {
+                                            const std::vector<Response*>& responses,
+                                            const BatchAbandoned&) {
     {
       absl::MutexLock lock(&batches_mu);
       whole_batch_sizes.push_back(static_cast<int>(jobs.size()));
@@ -174,8 +175,10 @@ std::atomic<bool> fail_block_forward{false};
 struct FaultyBlockForwardOp : BlockForwardOp {
   static std::vector<OutputHealth> RunBatch(WorkerContext& worker,
                                             const std::vector<Job*>& jobs,
-                                            const std::vector<Response*>& responses) {
-    std::vector<OutputHealth> health = BlockForwardOp::RunBatch(worker, jobs, responses);
+                                            const std::vector<Response*>& responses,
+                                            const BatchAbandoned& abandoned) {
+    std::vector<OutputHealth> health =
+        BlockForwardOp::RunBatch(worker, jobs, responses, abandoned);
     if (fail_block_forward.load()) FailInOneDnn();
     return health;
   }
