@@ -138,6 +138,21 @@ class Batcher : public kernels::ParallelFor {
     while (loop.helpers.load() > 0) std::this_thread::yield();
   }
 
+  // Runs fn(context) once on every worker thread, each with its own Context, and
+  // returns when all have: the warm-up before serving (server/rpc/warm_up.h), which
+  // must reach every worker's thread-local state. A worker takes it before its next
+  // batch. fn must not throw. Call from one thread at a time, before Stop().
+  void RunOnEachWorker(const std::function<void(Context&)>& fn) {
+    absl::MutexLock lock(&mu_);
+    each_ = &fn;
+    ++each_round_;
+    each_left_ = static_cast<int>(threads_.size());
+    wake_.SignalAll();
+    mu_.Await(absl::Condition(
+        +[](int* left) { return *left == 0; }, &each_left_));
+    each_ = nullptr;
+  }
+
   // Runs every task already queued (batches close at once), then joins the workers.
   // Idempotent; call from one thread (the owner).
   void Stop() {
@@ -186,8 +201,18 @@ class Batcher : public kernels::ParallelFor {
 
   void RunWorker() {
     Context context;
+    int64_t each_seen = 0;  // The last RunOnEachWorker round this worker ran.
     absl::MutexLock lock(&mu_);
     while (true) {
+      if (each_ != nullptr && each_seen != each_round_) {
+        each_seen = each_round_;
+        const std::function<void(Context&)>* fn = each_;
+        mu_.Unlock();
+        (*fn)(context);
+        mu_.Lock();
+        --each_left_;
+        continue;
+      }
       if (stopping_ && queues_.size() == 0) return;
       // Every place taken (inline runs and helpers hold some): wait for one.
       if (running_ + helping_ >= num_threads_) {
@@ -262,6 +287,11 @@ class Batcher : public kernels::ParallelFor {
   int helping_ ABSL_GUARDED_BY(mu_) = 0;
   // Workers running a batch or helping (the others are idle).
   int busy_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  // RunOnEachWorker's function (owned by its caller, which waits), its round, and
+  // the workers that have not run it yet.
+  const std::function<void(Context&)>* each_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int64_t each_round_ ABSL_GUARDED_BY(mu_) = 0;
+  int each_left_ ABSL_GUARDED_BY(mu_) = 0;
   // The loop idle workers may help with (one at a time), owned by Run()'s caller.
   SharedLoop* shared_ ABSL_GUARDED_BY(mu_) = nullptr;
   // Bumped when a loop is shared or a task is queued: a worker watching after it

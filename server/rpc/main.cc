@@ -117,6 +117,10 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert (unencrypted)
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA certificates; when set, clients must present a certificate one of "
           "them signed (mutual TLS).");
+ABSL_FLAG(bool, warm_up, true,
+          "Before health says SERVING, run a short BlockForward and a decode step of "
+          "every model on every compute thread, so the first calls are not the slow "
+          "ones (oneDNN's primitives, first-touch memory).");
 ABSL_FLAG(std::string, auth_token_file, "",
           "File of accepted bearer tokens, one per line; when set, every call but "
           "grpc.health.v1 needs `authorization: Bearer <token>` metadata. Read again "
@@ -412,6 +416,18 @@ int Run() {
     std::fprintf(stderr, "layerserve: cannot listen on %s\n",
                  HostPort(host, absl::GetFlag(FLAGS_port)).c_str());
     return 1;
+  }
+  if (absl::GetFlag(FLAGS_warm_up)) {
+    const absl::Time begin = absl::Now();
+    const int warmed = service.WarmUp();
+    int ready = 0;
+    for (const auto& model : models->models()) ready += model->ready();
+    std::printf(
+        "layerserve: warm-up: %d model(s) on %d compute thread(s) in %s%s\n", ready,
+        options.compute_threads,
+        absl::FormatDuration(absl::Trunc(absl::Now() - begin, absl::Milliseconds(1)))
+            .c_str(),
+        warmed == ready * options.compute_threads ? "" : " (some failed: see above)");
   }
   health.SetServing(true);
 

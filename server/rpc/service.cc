@@ -1,5 +1,6 @@
 #include "server/rpc/service.h"
 
+#include <atomic>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -10,6 +11,7 @@
 #include "server/ops/positional_encode.h"
 #include "server/rpc/call.h"
 #include "server/rpc/grpc_status.h"
+#include "server/rpc/warm_up.h"
 
 namespace layerserve {
 
@@ -149,6 +151,16 @@ grpc::ServerUnaryReactor* LayerServiceImpl::CloseSession(
     call.FinishWithCurrentException();
   }
   return call.reactor();
+}
+
+int LayerServiceImpl::WarmUp() {
+  SessionOptions options = options_.sessions;
+  options.replica += "-warm-up";
+  SessionStore sessions(options, /*metrics=*/nullptr);
+  std::atomic<int> warmed{0};
+  batcher_.RunOnEachWorker(
+      [&](WorkerContext& worker) { warmed += WarmUpWorker(*models_, sessions, worker); });
+  return warmed.load();
 }
 
 }  // namespace layerserve

@@ -50,6 +50,10 @@ class LayerServiceImpl final : public v1::LayerService::CallbackService {
   // has stopped accepting calls (or nothing will compute the late ones: they are
   // answered UNAVAILABLE).
   void StopWorkers() { batcher_.Stop(); }
+  // The warm-up before serving (warm_up.h) on every compute worker, with sessions of
+  // its own (never seen by clients or metrics). Returns the model warm-ups that
+  // succeeded, all workers together. Call before the server takes calls.
+  int WarmUp();
   // Every RPC the service has accepted, refusals included.
   const CallTracker& calls() const { return calls_; }
 

@@ -1,5 +1,6 @@
 """The running server seen from outside: health, reflection, the CLI, the Python
-example and /metrics; and the binaries' --help and --version."""
+example and /metrics; the warm-up before serving; and the binaries' --help and
+--version."""
 import os
 import re
 import shutil
@@ -14,7 +15,7 @@ import pytest
 from grpc_std import health_pb2, health_pb2_grpc
 from grpc_std import reflection_pb2, reflection_pb2_grpc
 from metrics_text import parse_samples
-from server_process import CLI, SERVER, SOURCE_DIR, run_cli
+from server_process import CLI, SERVER, SOURCE_DIR, ServerProcess, run_cli
 
 SERVICE = "layerserve.v1.LayerService"
 
@@ -140,6 +141,30 @@ def test_metrics_pass_promtool_and_count_requests(server, tmp_path):
     assert 'layerserve_requests_total{code="OK",method="Normalize"}' in text
     assert 'layerserve_request_duration_seconds_bucket{method="Normalize",le="+Inf"}' in text
     assert "layerserve_build_info{" in text
+
+
+def test_warm_up_runs_every_model_before_serving_and_leaves_no_trace():
+    models = Path(SOURCE_DIR) / "tests" / "golden" / "models"
+    count = sum(1 for d in models.iterdir() if (d / "config.json").is_file())
+    server = ServerProcess(f"--model-repository={models}", "--compute-threads=2")
+    try:
+        out = server.output()
+        assert re.search(rf"^layerserve: warm-up: {count} model\(s\) on 2 compute "
+                         r"thread\(s\) in \d+ms$", out, re.M), out
+        assert out.index("warm-up:") < out.index("gRPC listening"), "before serving"
+        assert "failed" not in out
+        # Its calls and sessions were its own: nothing counted, nothing left.
+        assert server.metric_sum("layerserve_requests_total") == 0
+        assert server.metric_sum("layerserve_compute_duration_seconds_count") == 0
+        assert server.metric_value("layerserve_active_sessions") == 0
+        assert server.metric_value("layerserve_kv_cache_bytes") == 0
+    finally:
+        assert server.stop() == 0, server.output()
+    cold = ServerProcess("--warm-up=false")
+    try:
+        assert "warm-up" not in cold.output()
+    finally:
+        assert cold.stop() == 0, cold.output()
 
 
 @pytest.mark.parametrize("flag", ["--max-batch-rows=0", "--max-queue-size=0",

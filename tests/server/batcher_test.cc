@@ -2,7 +2,8 @@
 // place is free and nothing waits in the queue, and compute never runs on more
 // threads than there are workers. Batcher::Run (kernels::ParallelFor): a running
 // batch shares a loop with idle workers, every index runs once, and the batch's key
-// is held meanwhile. Real threads; the waits are on latches the test opens, never
+// is held meanwhile. Batcher::RunOnEachWorker reaches every worker's own context
+// once per round. Real threads; the waits are on latches the test opens, never
 // on time, except the bounded polls for "a worker has taken it".
 #include "server/batching/batcher.h"
 
@@ -261,6 +262,43 @@ TEST(BatcherSharedLoopTest, KeyOfASharingBatchIsHeldUntilItEnds) {
   EXPECT_EQ(same_key_runs, 0);
   release.Notify();
   ASSERT_TRUE(Eventually([&] { return same_key_runs == 1; }));
+}
+
+// Each round runs once on every worker thread, with that worker's own context (the
+// same one it runs its batches with), never on the caller's; tasks run after.
+TEST(BatcherEachWorkerTest, EachRoundRunsOnceOnEveryWorkerWithItsOwnContext) {
+  struct Counted {
+    int rounds = 0;
+  };
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  std::set<const Counted*> contexts;
+  std::atomic<int> batches{0};
+  Batcher<Counted> batcher(BatchOptions{}, /*num_threads=*/3,
+                           [&](Counted&, Batch& batch) {
+                             for (auto& task : batch)
+                               static_cast<ProbeTask&>(*task).Run();
+                             ++batches;
+                           });
+  for (int round = 1; round <= 2; ++round) {
+    int calls = 0;
+    batcher.RunOnEachWorker([&](Counted& context) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++calls;
+      EXPECT_EQ(++context.rounds, round);
+      threads.insert(std::this_thread::get_id());
+      contexts.insert(&context);
+    });
+    EXPECT_EQ(calls, 3) << "round " << round;
+  }
+  EXPECT_EQ(threads.size(), 3u);
+  EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u);
+  EXPECT_EQ(contexts.size(), 3u);
+  Probe probe;
+  std::unique_ptr<BatchTask> task = Task(&probe);
+  ASSERT_TRUE(batcher.Schedule("key", task).ok());
+  EXPECT_TRUE(Eventually([&] { return probe.runs.load() == 1; }));
+  batcher.Stop();
 }
 
 }  // namespace

@@ -1,0 +1,87 @@
+#include "server/rpc/warm_up.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/ops/block_forward.h"
+#include "server/ops/tensor_codec.h"
+
+namespace layerserve {
+namespace {
+
+// One BlockForward of `tokens` tokens of small values through every layer of
+// `model`, in `session` if not empty, run and ended as the dispatcher would.
+absl::Status RunWarmUpCall(const ModelRepository& models, SessionStore& sessions,
+                           WorkerContext& worker, const Model& model, int64_t tokens,
+                           const std::string& session) {
+  v1::BlockForwardRequest request;
+  request.set_model(model.name);
+  request.set_num_layers(static_cast<int32_t>(model.config.num_layers));
+  request.set_session_id(session);
+  const int64_t d = model.block.hidden_size;
+  std::vector<float> values(tokens * d);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.01f * (i % 17);
+  EncodeTensor({tokens, d}, values.data(), tokens * d, ElementType::kFloat32,
+               request.mutable_hidden_states());
+  absl::StatusOr<BlockForwardJob> job =
+      BlockForwardOp::Parse(request, ParseContext{&models, &sessions, 0});
+  if (!job.ok()) return job.status();
+  v1::BlockForwardResponse response;
+  try {
+    RunBlockForward(worker.block, *job, &response);
+  } catch (...) {
+    BlockForwardOp::End(*job, JobOutcome::kFailed);
+    throw;
+  }
+  BlockForwardOp::End(*job, JobOutcome::kComputed);
+  return absl::OkStatus();
+}
+
+absl::Status WarmUpModel(const ModelRepository& models, SessionStore& sessions,
+                         WorkerContext& worker, const Model& model) {
+  absl::Status status = RunWarmUpCall(models, sessions, worker, model, kWarmUpTokens, "");
+  if (!status.ok()) return status;
+  absl::StatusOr<std::string> session =
+      sessions.Open(&model, 0, model.config.num_layers, /*max_length=*/0);
+  if (!session.ok()) return session.status();
+  // The prefill leaves room for the step in sessions as short as the model's
+  // positions (a tiny GPT-2 has 16).
+  const int64_t positions = model.config.max_position_embeddings;
+  const int64_t prefill =
+      positions > 1 ? std::min(kWarmUpTokens, positions - 1) : kWarmUpTokens;
+  status = RunWarmUpCall(models, sessions, worker, model, prefill, *session);
+  if (status.ok()) status = RunWarmUpCall(models, sessions, worker, model, 1, *session);
+  sessions.Close(*session).IgnoreError();  // Gone already if a call failed.
+  return status;
+}
+
+}  // namespace
+
+int WarmUpWorker(const ModelRepository& models, SessionStore& sessions,
+                 WorkerContext& worker) {
+  int warmed = 0;
+  for (const auto& model : models.models()) {
+    if (!model->ready()) continue;
+    absl::Status status;
+    try {
+      status = WarmUpModel(models, sessions, worker, *model);
+    } catch (const std::exception& e) {
+      status = absl::InternalError(e.what());
+    } catch (...) {
+      status = absl::InternalError("unknown exception");
+    }
+    if (status.ok()) {
+      ++warmed;
+    } else {
+      std::fprintf(stderr, "layerserve: warm-up of model %s failed: %s\n",
+                   model->name.c_str(), std::string(status.message()).c_str());
+    }
+  }
+  return warmed;
+}
+
+}  // namespace layerserve
