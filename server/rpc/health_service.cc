@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "layerserve/v1/layerserve.grpc.pb.h"
+
 namespace layerserve {
 
 using grpc::health::v1::HealthCheckRequest;
@@ -15,7 +17,11 @@ using grpc::health::v1::HealthCheckResponse;
 class HealthService::Watcher final
     : public grpc::ServerWriteReactor<HealthCheckResponse> {
  public:
-  explicit Watcher(HealthService* service) : service_(service) {}
+  Watcher(HealthService* service, std::string watched)
+      : service_(service), watched_(std::move(watched)) {}
+
+  // The service name it watches.
+  const std::string& watched() const { return watched_; }
 
   void Ref() {
     absl::MutexLock lock(&mu_);
@@ -100,6 +106,7 @@ class HealthService::Watcher final
 
  private:
   HealthService* const service_;
+  const std::string watched_;
   absl::Mutex mu_;
   int refs_ ABSL_GUARDED_BY(mu_) = 1;  // gRPC's, dropped in OnDone.
   HealthCheckResponse response_;       // Owned by gRPC while writing_.
@@ -110,24 +117,42 @@ class HealthService::Watcher final
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-HealthService::HealthService(const std::vector<std::string>& services) {
+std::string ModelHealthService(const std::string& model) {
+  return std::string(v1::LayerService::service_full_name()) + "/" + model;
+}
+
+HealthService::HealthService(const std::vector<std::string>& services,
+                             const std::set<std::string>& never_serving)
+    : never_serving_(never_serving) {
   statuses_[""] = HealthCheckResponse::NOT_SERVING;
   for (const std::string& name : services)
     statuses_[name] = HealthCheckResponse::NOT_SERVING;
 }
 
 void HealthService::SetServing(bool serving) {
-  const ServingStatus status =
-      serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
-  std::vector<Watcher*> watchers;
+  std::vector<std::pair<Watcher*, std::optional<ServingStatus>>> sends;
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) return;
-    for (auto& [name, value] : statuses_) value = status;
-    watchers = ReferenceWatchers();
+    std::set<std::string> changed;
+    for (auto& [name, value] : statuses_) {
+      const ServingStatus now = serving && never_serving_.count(name) == 0
+                                    ? HealthCheckResponse::SERVING
+                                    : HealthCheckResponse::NOT_SERVING;
+      if (now != value) changed.insert(name);
+      value = now;
+    }
+    // Watchers hear of their own service's changes only (health.proto); one of an
+    // unknown service keeps the SERVICE_UNKNOWN it was sent.
+    for (Watcher* watcher : ReferenceWatchers()) {
+      const bool tell = changed.count(watcher->watched()) > 0;
+      sends.emplace_back(
+          watcher, tell ? std::optional<ServingStatus>(statuses_[watcher->watched()])
+                        : std::nullopt);
+    }
   }
-  for (Watcher* watcher : watchers) {
-    watcher->Send(status);
+  for (auto& [watcher, status] : sends) {
+    if (status) watcher->Send(*status);
     watcher->Unref();
   }
 }
@@ -174,7 +199,7 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* cont
 
 grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(
     grpc::CallbackServerContext*, const HealthCheckRequest* request) {
-  auto* watcher = new Watcher(this);
+  auto* watcher = new Watcher(this, request->service());
   absl::MutexLock lock(&mu_);
   auto it = statuses_.find(request->service());
   // Per health.proto, an unknown service is SERVICE_UNKNOWN on Watch, not an error.

@@ -18,17 +18,22 @@
 
 namespace layerserve {
 
+// The health service name of one model: "layerserve.v1.LayerService/" + name.
+std::string ModelHealthService(const std::string& model);
+
 class HealthService final : public grpc::health::v1::Health::CallbackService {
  public:
   using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
 
   // Knows "" (the whole server) and each of `services`, all NOT_SERVING until set.
-  explicit HealthService(const std::vector<std::string>& services);
+  // Those in `never_serving` (models that failed to load) stay NOT_SERVING.
+  explicit HealthService(const std::vector<std::string>& services,
+                         const std::set<std::string>& never_serving = {});
   // REQUIRES: the gRPC server is shut down (no reactor is left).
   ~HealthService() override = default;
 
-  // Sets every known service SERVING or NOT_SERVING and tells the watchers.
-  // Ignored after Shutdown().
+  // Sets every known service SERVING (but those never serving) or NOT_SERVING and
+  // tells each watcher its service's status. Ignored after Shutdown().
   void SetServing(bool serving);
   // Everything NOT_SERVING for good; every Watch stream gets that and is finished.
   void Shutdown();
@@ -51,6 +56,7 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   std::vector<Watcher*> ReferenceWatchers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
+  const std::set<std::string> never_serving_;
   std::map<std::string, ServingStatus> statuses_ ABSL_GUARDED_BY(mu_);
   std::set<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

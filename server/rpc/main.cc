@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -387,7 +388,15 @@ int Run() {
   options.sessions.replica = ReplicaName();
   LayerServiceImpl service(options, &metrics, models.get());
 
-  HealthService health({v1::LayerService::service_full_name()});
+  // Per model too: "layerserve.v1.LayerService/NAME", never SERVING for a model
+  // that failed to load, so a probe or a client can ask about the model it needs.
+  std::vector<std::string> health_services = {v1::LayerService::service_full_name()};
+  std::set<std::string> failed_models;
+  for (const auto& model : models->models()) {
+    health_services.push_back(ModelHealthService(model->name));
+    if (!model->ready()) failed_models.insert(health_services.back());
+  }
+  HealthService health(health_services, failed_models);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int grpc_port = 0;

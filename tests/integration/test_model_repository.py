@@ -1,7 +1,8 @@
 """The model repository against broken checkpoints, through the real server: a
 repository holding one good tiny model and many corrupt ones must start, list every
 corrupt model as FAILED with an error naming the file and the tensor at fault, serve
-the good one, and answer FAILED_PRECONDITION (with the load error) for the others."""
+the good one, and answer FAILED_PRECONDITION (with the load error) for the others;
+its health service says, per model, which ones serve."""
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import grpc
 import numpy as np
 import pytest
 
+from grpc_std import health_pb2, health_pb2_grpc
 from layerserve.v1 import layerserve_pb2 as pb
 from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
 from server_process import SOURCE_DIR, ServerProcess
@@ -226,12 +228,36 @@ def repository(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def stub(repository):
+def server(repository):
     process = ServerProcess(f"--model-repository={repository}")
-    with grpc.insecure_channel(process.target) as channel:
-        yield pb_grpc.LayerServiceStub(channel)
+    yield process
     code = process.stop()
     assert code == 0, process.output()
+
+
+@pytest.fixture(scope="module")
+def stub(server):
+    with grpc.insecure_channel(server.target) as channel:
+        yield pb_grpc.LayerServiceStub(channel)
+
+
+def test_health_answers_per_model(server):
+    serving, not_serving = (health_pb2.HealthCheckResponse.SERVING,
+                            health_pb2.HealthCheckResponse.NOT_SERVING)
+    with grpc.insecure_channel(server.target) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+
+        def status(service):
+            return health.Check(health_pb2.HealthCheckRequest(service=service),
+                                timeout=10).status
+        assert status("layerserve.v1.LayerService") == serving
+        assert status(f"layerserve.v1.LayerService/{GOOD_NAME}") == serving
+        assert status(f"layerserve.v1.LayerService/{WINDOWED}") == serving
+        for name in BROKEN:
+            assert status(f"layerserve.v1.LayerService/{name}") == not_serving, name
+        with pytest.raises(grpc.RpcError) as error:
+            status("layerserve.v1.LayerService/no-such-model")
+        assert error.value.code() == grpc.StatusCode.NOT_FOUND
 
 
 def test_lists_every_model_with_its_state(stub):

@@ -40,7 +40,7 @@ class HealthServiceTest : public ::testing::Test {
     return stub_->Check(&context, request, response);
   }
 
-  HealthService health_{{"svc.A"}};
+  HealthService health_{{"svc.A", "svc.Failed"}, {"svc.Failed"}};
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<Health::Stub> stub_;
 };
@@ -54,6 +54,36 @@ TEST_F(HealthServiceTest, CheckReportsStatusOfKnownServices) {
     ASSERT_TRUE(Check(name, &response).ok());
     EXPECT_EQ(response.status(), HealthCheckResponse::SERVING) << name;
   }
+}
+
+// A service that never serves (a model that failed to load) stays NOT_SERVING
+// while the others serve, on Check and on Watch.
+TEST_F(HealthServiceTest, ANeverServingServiceStaysNotServing) {
+  health_.SetServing(true);
+  HealthCheckResponse response;
+  ASSERT_TRUE(Check("svc.Failed", &response).ok());
+  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  ASSERT_TRUE(Check("svc.A", &response).ok());
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  HealthCheckRequest request;
+  request.set_service("svc.Failed");
+  auto reader = stub_->Watch(&context, request);
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  health_.SetServing(false);  // No change for it: nothing sent.
+  health_.SetServing(true);
+  health_.Shutdown();
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  EXPECT_FALSE(reader->Read(&response));
+  EXPECT_TRUE(reader->Finish().ok());
+}
+
+TEST(ModelHealthServiceTest, IsTheLayerServiceSlashTheModel) {
+  EXPECT_EQ(ModelHealthService("tiny-llama"), "layerserve.v1.LayerService/tiny-llama");
 }
 
 TEST_F(HealthServiceTest, CheckOfUnknownServiceIsNotFound) {
