@@ -53,9 +53,11 @@ def _read_tensors(directory):
     return tensors
 
 
-def write_deep_copy(golden_dir, directory, layers=8, seed=0):
+def write_deep_copy(golden_dir, directory, layers=8, seed=0, max_positions=None):
     """Writes config.json and model.safetensors of a `layers`-layer copy of the
-    checkpoint in `golden_dir` into `directory` (created). Returns the directory."""
+    checkpoint in `golden_dir` into `directory` (created). max_positions: a longer
+    context than the golden's (tiny-gpt2 has 16), for longer sessions. Returns the
+    directory."""
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(golden_dir, "config.json")) as f:
         config = json.load(f)
@@ -63,6 +65,10 @@ def write_deep_copy(golden_dir, directory, layers=8, seed=0):
     golden_layers = config[depth_key]
     config[depth_key] = layers
     config["torch_dtype"] = "float32"
+    if max_positions is not None:
+        for key in ("max_position_embeddings", "n_positions", "n_ctx"):
+            if key in config:
+                config[key] = max(config[key], max_positions)
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
 
