@@ -74,7 +74,6 @@ class Pipeline {
     std::vector<std::unique_ptr<Client>> replicas;
     // The replica in use; moves on when one is lost.
     std::atomic<size_t> current{0};
-    Client& client() { return *replicas[current.load() % replicas.size()]; }
     // The next replica (the same one when it is the only one: it may restart).
     void NextReplica(size_t from) {
       current.compare_exchange_strong(from, (from + 1) % replicas.size());

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from server_process import CLI
+from server_process import CLI, ServerProcess
 
 BENCH = os.environ.get("LAYERSERVE_BENCH",
                        os.path.join(os.path.dirname(CLI), "layerserve-bench"))
@@ -156,7 +156,6 @@ def test_help_and_version_exit_0():
 def test_decode_through_a_pipeline_keeps_a_session_per_stage(server):
     """--pipeline: the demo model split 0:1 and 1:4; every stage sees each session's
     prefill and steps, and --target is not needed."""
-    from server_process import ServerProcess
     stages = [ServerProcess("--layers=0:1"), ServerProcess("--layers=1:4")]
     try:
         result = run_bench("--pipeline", ",".join(s.target for s in reversed(stages)),
