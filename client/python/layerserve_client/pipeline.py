@@ -228,16 +228,17 @@ class PipelineSession:
             model=self._pipeline.model, layer_start=stage.layer_start,
             num_layers=stage.num_layers, max_length=self.max_length)
 
-    def _recover(self, index: int, error: LayerServeError) -> None:
+    def _recover(self, index: int, error: LayerServeError, options) -> None:
         """Stage `index` lost its session: open one on another replica (trying each
-        once) and re-send the stage's cached inputs as one prefill."""
+        once) and re-send the stage's cached inputs as one prefill, with the step's
+        call options (the same wire dtype)."""
         stage = self._pipeline._stages[index]
         for _ in range(len(stage.clients)):
             stage.next_replica()
             try:
                 session = self._open(stage)
                 if self._inputs[index]:
-                    session.forward(np.concatenate(self._inputs[index]))
+                    session.forward(np.concatenate(self._inputs[index]), **options)
             except LayerServeError as next_error:
                 if next_error.code not in _LOST:
                     raise
@@ -265,7 +266,7 @@ class PipelineSession:
             except LayerServeError as error:
                 if error.code not in _LOST:
                     raise
-                self._recover(index, error)
+                self._recover(index, error, options)
                 result = self._sessions[index].forward(x, **options)
             self._inputs[index].append(x.reshape(-1, x.shape[-1]))
             seconds.append(time.perf_counter() - started)

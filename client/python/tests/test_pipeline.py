@@ -220,3 +220,32 @@ def test_model_info_reports_the_span(servers):
     with Client(servers["b1"].target) as client:
         info = client.get_model("tiny-gpt2")
     assert (info.num_layers, info.span_layer_start, info.span_num_layers) == (8, 3, 3)
+
+
+def test_a_stage_whose_every_replica_is_gone_fails_naming_it(repo, servers):
+    only = start(repo, "3:6")
+    model = "tiny-llama"
+    x = hidden((PREFILL + 1, hidden_size(servers["full"].target, model)), 9)
+    with Pipeline(stages({**servers, "only": only}, middle=("only",)), model=model,
+                  timeout=10) as pipeline, pipeline.open_session() as session:
+        session.forward(x[:PREFILL])
+        only.proc.send_signal(signal.SIGKILL)
+        only.proc.wait(timeout=30)
+        with pytest.raises(LayerServeError) as error:
+            session.forward(x[PREFILL:])
+    assert error.value.code == grpc.StatusCode.UNAVAILABLE
+    assert error.value.details.startswith(
+        f"layers 3..5 on {only.target}: every replica failed; last: ")
+
+
+def test_from_servers_refuses_servers_of_different_models(servers):
+    golden = ServerProcess(f"--model-repository={MODELS}", "--layers=0:3")
+    try:
+        with pytest.raises(LayerServeError) as error:
+            Pipeline.from_servers([servers["a"].target, golden.target], model="tiny-llama")
+        assert error.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert error.value.details == (
+            f"{golden.target}: model 'tiny-llama' has 3 layers, {servers['a'].target} "
+            "says 8")
+    finally:
+        stop_cleanly(golden)
