@@ -75,7 +75,8 @@ void Append(std::vector<float>& to, const std::vector<float>& from) {
   to.insert(to.end(), from.begin(), from.end());
 }
 
-// Checkpoints saved from the bare model lack the task wrapper's prefix.
+// Checkpoints saved from the bare model lack the task wrapper's prefix. Probing
+// layer 0 reads only the header, whichever layers are loaded.
 std::string LayerPrefix(const Checkpoint& checkpoint, const std::string& wrapped,
                         const std::string& bare, const std::string& probe) {
   return checkpoint.Has(wrapped + "0." + probe) ? wrapped : bare;
@@ -220,7 +221,8 @@ kernels::BlockConfig ToBlockConfig(const ModelConfig& c) {
 }
 
 absl::StatusOr<std::vector<kernels::BlockWeights>> LoadBlocks(
-    const ModelConfig& c, const Checkpoint& checkpoint, kernels::WeightType type) {
+    const ModelConfig& c, const Checkpoint& checkpoint, kernels::WeightType type,
+    int64_t layer_start, int64_t layer_end) {
   std::string prefix;
   switch (c.family) {
     case BlockFamily::kLlama:
@@ -236,7 +238,7 @@ absl::StatusOr<std::vector<kernels::BlockWeights>> LoadBlocks(
       break;
   }
   std::vector<kernels::BlockWeights> blocks;
-  for (int64_t i = 0; i < c.num_layers; ++i) {
+  for (int64_t i = layer_start; i < layer_end; ++i) {
     const TensorReader reader(checkpoint, absl::StrCat(prefix, i, "."));
     absl::StatusOr<kernels::BlockWeights> block;
     switch (c.family) {

@@ -17,10 +17,14 @@ namespace layerserve {
 
 kernels::BlockConfig ToBlockConfig(const ModelConfig& config);
 
-// INVALID_ARGUMENT naming the tensor (and the file, where it is at fault) for a
-// missing tensor, a wrong shape or a non-float dtype.
+// Blocks layer_start .. layer_end - 1 (0 <= layer_start < layer_end <=
+// config.num_layers). Only those blocks' tensors are read, so the memory-mapped
+// pages of the others are never touched. INVALID_ARGUMENT naming the tensor (and
+// the file, where it is at fault) for a missing tensor, a wrong shape or a
+// non-float dtype.
 absl::StatusOr<std::vector<kernels::BlockWeights>> LoadBlocks(
-    const ModelConfig& config, const Checkpoint& checkpoint, kernels::WeightType type);
+    const ModelConfig& config, const Checkpoint& checkpoint, kernels::WeightType type,
+    int64_t layer_start, int64_t layer_end);
 
 }  // namespace layerserve
 

@@ -85,6 +85,20 @@ v1::RopeScaling::Type ToProto(kernels::RopeScalingType type) {
   return v1::RopeScaling::NONE;
 }
 
+// Sets model's span from `span` and its config: FAILED_PRECONDITION when the
+// model has fewer layers than the span's end.
+absl::Status SetSpan(const LayerSpan& span, Model& model) {
+  const int64_t layers = model.config.num_layers;
+  model.span_start = span.start;
+  model.span_end = span.end < 0 ? layers : span.end;
+  if (model.span_end > layers) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--layers=", span.ToString(), " ends at layer ", model.span_end,
+                     " but the model has ", layers, " layers"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 ModelRepository::ModelRepository(std::vector<std::unique_ptr<Model>> models)
@@ -101,7 +115,8 @@ ModelRepository::ModelRepository(std::vector<std::unique_ptr<Model>> models)
 
 std::unique_ptr<Model> ModelRepository::LoadModel(const std::string& name,
                                                   const std::string& dir,
-                                                  kernels::WeightType type) {
+                                                  kernels::WeightType type,
+                                                  LayerSpan span) {
   auto model = std::make_unique<Model>();
   model->name = name;
   model->weight_type = type;
@@ -109,8 +124,10 @@ std::unique_ptr<Model> ModelRepository::LoadModel(const std::string& name,
     ASSIGN_OR_RETURN(std::string text, ReadFile(dir + "/config.json"));
     ASSIGN_OR_RETURN(model->config, ParseModelConfig(text, dir + "/config.json"));
     model->block = ToBlockConfig(model->config);
+    RETURN_IF_ERROR(SetSpan(span, *model));
     ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
-    ASSIGN_OR_RETURN(model->blocks, LoadBlocks(model->config, checkpoint, type));
+    ASSIGN_OR_RETURN(model->blocks, LoadBlocks(model->config, checkpoint, type,
+                                               model->span_start, model->span_end));
     return absl::OkStatus();
   }();
   if (!status.ok()) {
@@ -121,7 +138,7 @@ std::unique_ptr<Model> ModelRepository::LoadModel(const std::string& name,
 }
 
 absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
-    const std::string& dir, kernels::WeightType type) {
+    const std::string& dir, kernels::WeightType type, LayerSpan span) {
   std::error_code error;
   fs::directory_iterator it(dir, error);
   if (error) {
@@ -132,27 +149,36 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
   for (const fs::directory_entry& entry : it) {
     if (!entry.is_directory() || !fs::exists(entry.path() / "config.json")) continue;
     models.push_back(
-        LoadModel(entry.path().filename().string(), entry.path().string(), type));
+        LoadModel(entry.path().filename().string(), entry.path().string(), type, span));
   }
   return std::unique_ptr<ModelRepository>(new ModelRepository(std::move(models)));
 }
 
-std::unique_ptr<ModelRepository> ModelRepository::Demo(kernels::WeightType type) {
+std::unique_ptr<ModelRepository> ModelRepository::Demo(kernels::WeightType type,
+                                                       LayerSpan span) {
   auto model = std::make_unique<Model>();
   model->name = "demo";
   model->config = DemoConfig();
   model->block = ToBlockConfig(model->config);
   model->weight_type = type;
   const ModelConfig& c = model->config;
+  if (absl::Status status = SetSpan(span, *model); !status.ok()) {
+    model->error = std::string(status.message());
+  }
   const int64_t d = c.hidden_size, f = c.intermediate_size;
   const int64_t qkv_out = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
   std::mt19937 rng(20261129);
-  for (int64_t i = 0; i < c.num_layers; ++i) {
+  for (int64_t i = 0; i < c.num_layers && model->ready(); ++i) {
+    const bool served = i >= model->span_start && i < model->span_end;
     kernels::BlockWeights w;
     w.attn_norm_weight.assign(d, 1.0f);
     w.mlp_norm_weight.assign(d, 1.0f);
-    auto linear = [&](int64_t out, int64_t in) {
+    // Layers outside the span still draw their values, so each layer's weights
+    // are the same whichever span a replica serves.
+    auto linear = [&](int64_t out,
+                      int64_t in) -> std::unique_ptr<kernels::LinearWeights> {
       const std::vector<float> weight = DemoValues(rng, out * in);
+      if (!served) return nullptr;
       return std::make_unique<kernels::LinearWeights>(weight.data(), out, in, false,
                                                       nullptr, type);
     };
@@ -160,7 +186,7 @@ std::unique_ptr<ModelRepository> ModelRepository::Demo(kernels::WeightType type)
     w.output = linear(d, c.num_heads * c.head_dim);
     w.up = linear(2 * f, d);
     w.down = linear(d, f);
-    model->blocks.push_back(std::move(w));
+    if (served) model->blocks.push_back(std::move(w));
   }
   std::vector<std::unique_ptr<Model>> models;
   models.push_back(std::move(model));
@@ -195,6 +221,10 @@ void ModelRepository::Describe(const Model& m, v1::ModelInfo* info) const {
   info->set_is_default(&m == default_);
   if (!m.ready() && c.hidden_size == 0) return;  // Its config did not parse.
   info->set_num_layers(static_cast<int32_t>(c.num_layers));
+  if (m.ready()) {
+    info->set_span_layer_start(static_cast<int32_t>(m.span_start));
+    info->set_span_num_layers(static_cast<int32_t>(m.span_end - m.span_start));
+  }
   info->set_hidden_size(c.hidden_size);
   info->set_num_attention_heads(static_cast<int32_t>(c.num_heads));
   info->set_num_key_value_heads(static_cast<int32_t>(c.num_kv_heads));

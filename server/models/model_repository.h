@@ -14,6 +14,7 @@
 #include "kernels/block.h"
 #include "kernels/linear.h"
 #include "layerserve/v1/layerserve.pb.h"
+#include "server/models/layer_span.h"
 #include "server/models/model_config.h"
 
 namespace layerserve {
@@ -23,24 +24,37 @@ struct Model {
   ModelConfig config;
   kernels::BlockConfig block;
   kernels::WeightType weight_type = kernels::WeightType::kFloat32;
+  // The layers served, span_start .. span_end - 1 of config.num_layers: all of
+  // them unless --layers names fewer. blocks holds exactly those.
+  int64_t span_start = 0;
+  int64_t span_end = 0;
   std::vector<kernels::BlockWeights> blocks;  // Empty when loading failed.
   std::string error;                          // Why loading failed; empty if ready.
 
   bool ready() const { return error.empty(); }
+  // Block `layer` of the model, span_start <= layer < span_end.
+  const kernels::BlockWeights& layer_weights(int64_t layer) const {
+    return blocks[layer - span_start];
+  }
 };
 
 class ModelRepository {
  public:
   // Loads every sub-directory of `dir` that holds a config.json. Fails only if
   // `dir` cannot be listed; each model's own failure is kept in that model.
+  // `span`: the layers of each model to load and serve; a model with fewer
+  // layers than span.end is FAILED.
   static absl::StatusOr<std::unique_ptr<ModelRepository>> Load(const std::string& dir,
-                                                               kernels::WeightType type);
+                                                               kernels::WeightType type,
+                                                               LayerSpan span = {});
   // The built-in `demo` model: Llama-style, hidden 512, 8 heads, 2 KV heads,
-  // d_ff 1408, 4 layers, weights from a fixed seed.
-  static std::unique_ptr<ModelRepository> Demo(kernels::WeightType type);
+  // d_ff 1408, 4 layers, weights from a fixed seed (the same weights per layer
+  // whatever `span` holds).
+  static std::unique_ptr<ModelRepository> Demo(kernels::WeightType type,
+                                               LayerSpan span = {});
   // One model from a checkpoint directory (used by Load and by tests).
   static std::unique_ptr<Model> LoadModel(const std::string& name, const std::string& dir,
-                                          kernels::WeightType type);
+                                          kernels::WeightType type, LayerSpan span = {});
 
   // NOT_FOUND for an unknown name; FAILED_PRECONDITION for a model that failed to
   // load. An empty name is the default model.

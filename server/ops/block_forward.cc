@@ -41,6 +41,14 @@ absl::StatusOr<LayerRange> ResolveLayerRange(const ModelRepository& models,
         " run past the last layer of model \"", range.model->name, "\" (", layers,
         " layers)"));
   }
+  const Model& m = *range.model;
+  if (range.start < m.span_start || range.start + range.count > m.span_end) {
+    return absl::OutOfRangeError(
+        absl::StrCat("layer_start, num_layers: layers ", range.start, "..",
+                     range.start + range.count - 1, " of model \"", m.name,
+                     "\" are outside this server's span, layers ", m.span_start, "..",
+                     m.span_end - 1, " (--layers=", m.span_start, ":", m.span_end, ")"));
+  }
   return range;
 }
 
@@ -279,8 +287,8 @@ std::vector<OutputHealth> RunBlockForwardBatch(
     if (l > 0 && abandoned && abandoned()) return std::vector<OutputHealth>(jobs.size());
     std::fill(entropy.begin(), entropy.end(), 0.0);
     batch.cache_layer = l;
-    kernels::BlockForward(config, model.blocks[first.layer_start + l], batch, kernels,
-                          x.data(), entropy.data());
+    kernels::BlockForward(config, model.layer_weights(first.layer_start + l), batch,
+                          kernels, x.data(), entropy.data());
     for (size_t j = 0; j < jobs.size(); ++j) {
       BlockForwardJob& job = *jobs[j];
       for (int64_t h = 0; h < heads; ++h) {
@@ -341,7 +349,7 @@ bool BlockForwardOp::Gathers(const Job& job) {
   if (!job.session) return false;
   int64_t bytes = 0;
   for (int64_t l = job.layer_start; l < job.layer_start + job.num_layers; ++l) {
-    bytes += job.model->blocks[l].bytes();
+    bytes += job.model->layer_weights(l).bytes();
   }
   return BlockForwardGathers(/*session_step=*/true, bytes,
                              kernels::LastLevelCacheBytes());

@@ -74,7 +74,8 @@ struct LayerRange {
 };
 
 // NOT_FOUND unknown model, FAILED_PRECONDITION model that failed to load,
-// INVALID_ARGUMENT negative numbers, OUT_OF_RANGE layers past the model.
+// INVALID_ARGUMENT negative numbers, OUT_OF_RANGE layers past the model or
+// outside the span this server serves (--layers).
 // num_layers 0 means 1.
 absl::StatusOr<LayerRange> ResolveLayerRange(const ModelRepository& models,
                                              absl::string_view model, int64_t layer_start,

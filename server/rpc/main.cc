@@ -39,6 +39,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/metrics/metrics.h"
+#include "server/models/layer_span.h"
 #include "server/models/model_repository.h"
 #include "server/rpc/health_service.h"
 #include "server/rpc/service.h"
@@ -57,6 +58,10 @@ ABSL_FLAG(int, compute_threads, 0,
 ABSL_FLAG(std::string, model_repository, "",
           "Directory with one Hugging Face model per sub-directory (config.json + "
           "safetensors). Empty: serve the built-in `demo` model.");
+ABSL_FLAG(std::string, layers, "",
+          "START:END (half-open, zero-based): load and serve only blocks START..END-1 "
+          "of each model, so replicas can split a model too large for one machine. "
+          "Empty: every layer.");
 ABSL_FLAG(std::string, weight_dtype, "float32",
           "How block weights are held: float32 or bfloat16.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(30),
@@ -274,6 +279,12 @@ int Run() {
   const kernels::WeightType weight_type = weight_dtype == "float32"
                                               ? kernels::WeightType::kFloat32
                                               : kernels::WeightType::kBfloat16;
+  const absl::StatusOr<LayerSpan> span = ParseLayerSpan(absl::GetFlag(FLAGS_layers));
+  if (!span.ok()) {
+    std::fprintf(stderr, "layerserve: %s\n",
+                 std::string(span.status().message()).c_str());
+    return 2;
+  }
   // Access control before the models load, so a bad file fails at once. The
   // authenticator must outlive the server (declared later, destroyed first).
   std::unique_ptr<TokenAuthenticator> authenticator;
@@ -307,10 +318,10 @@ int Run() {
   std::unique_ptr<ModelRepository> models;
   const std::string repository = absl::GetFlag(FLAGS_model_repository);
   if (repository.empty()) {
-    models = ModelRepository::Demo(weight_type);
+    models = ModelRepository::Demo(weight_type, *span);
   } else {
     absl::StatusOr<std::unique_ptr<ModelRepository>> loaded =
-        ModelRepository::Load(repository, weight_type);
+        ModelRepository::Load(repository, weight_type, *span);
     if (!loaded.ok()) {
       std::fprintf(stderr, "layerserve: %s\n",
                    std::string(loaded.status().message()).c_str());
@@ -320,9 +331,14 @@ int Run() {
   }
   for (const auto& model : models->models()) {
     if (model->ready()) {
-      std::printf("layerserve: model %s (%s, %lld layers, %s weights)%s\n",
+      const std::string served =
+          span->all() ? ""
+                      : absl::StrCat(", serving layers ", model->span_start, "..",
+                                     model->span_end - 1);
+      std::printf("layerserve: model %s (%s, %lld layers%s, %s weights)%s\n",
                   model->name.c_str(), model->config.model_type.c_str(),
-                  static_cast<long long>(model->config.num_layers), weight_dtype.c_str(),
+                  static_cast<long long>(model->config.num_layers), served.c_str(),
+                  weight_dtype.c_str(),
                   model.get() == models->default_model() ? " [default]" : "");
     } else {
       std::printf("layerserve: model %s FAILED: %s\n", model->name.c_str(),

@@ -22,11 +22,14 @@
 #include "client/cpp/tensor_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/server_child.h"
 #include "tests/testing/status_matchers.h"
 
 namespace layerserve::client {
 namespace {
 
+using ::layerserve::testing::ReadFile;
+using ::layerserve::testing::ServerChild;
 using ::layerserve::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -39,13 +42,6 @@ constexpr char kMissing[] =
     "metadata";
 constexpr char kInvalid[] = "invalid bearer token";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream content;
-  content << file.rdbuf();
-  return content.str();
-}
-
 void WriteFile(const std::string& path, const std::string& content) {
   std::ofstream(path) << content;
 }
@@ -56,56 +52,6 @@ void ExpectServing(Client& client) {
   ASSERT_TRUE(health.ok()) << health.status();
   EXPECT_EQ(*health, grpc::health::v1::HealthCheckResponse::SERVING);
 }
-
-// The real layerserve on an ephemeral loopback port, its output in a file (a pipe
-// nobody drains could fill and stall it).
-class ServerChild {
- public:
-  ServerChild(const std::string& dir, const std::string& name,
-              std::vector<std::string> flags) {
-    log_ = absl::StrCat(dir, "/", name, ".log");
-    std::vector<std::string> args = {
-        absl::StrCat(LAYERSERVE_BINARY_DIR, "/bin/layerserve"), "--host=127.0.0.1",
-        "--port=0", "--metrics-port=0"};
-    args.insert(args.end(), flags.begin(), flags.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      FILE* out = std::fopen(log_.c_str(), "w");
-      dup2(fileno(out), 1);
-      dup2(fileno(out), 2);
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    // "gRPC listening on 127.0.0.1:PORT" once it serves.
-    const absl::Time give_up = absl::Now() + absl::Seconds(30);
-    while (target_.empty() && absl::Now() < give_up) {
-      const std::string output = ReadFile(log_);
-      const size_t at = output.find("gRPC listening on ");
-      if (at != std::string::npos) {
-        const size_t begin = at + sizeof("gRPC listening on ") - 1;
-        const size_t end = output.find_first_of(" \n", begin);
-        if (end != std::string::npos) target_ = output.substr(begin, end - begin);
-      }
-      if (target_.empty()) absl::SleepFor(absl::Milliseconds(50));
-    }
-  }
-  ~ServerChild() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  const std::string& target() const { return target_; }
-  std::string output() const { return ReadFile(log_); }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_;
-  std::string target_;
-};
 
 class ClientSecurityTest : public ::testing::Test {
  protected:

@@ -28,7 +28,7 @@ def _by_name(objects):
     return sorted(objects, key=lambda o: (o["kind"], o["metadata"]["name"]))
 
 
-@pytest.mark.parametrize("variant", ["base", "queue-depth"])
+@pytest.mark.parametrize("variant", ["base", "queue-depth", "spans"])
 def test_rendering_matches_kubectl_kustomize(variant):
     kubectl = shutil.which("kubectl")
     if kubectl is None:
@@ -169,3 +169,46 @@ def test_queue_depth_overlay_scales_on_cpu_and_queue(tmp_path):
     # The adapter rule serves that very name.
     adapter = yaml.safe_load((K8S / "queue-depth" / "prometheus-adapter-rules.yaml").read_text())
     assert adapter["rules"][0]["name"]["as"] == "layerserve_queue_depth"
+
+
+def test_spans_yaml_is_make_spans_output_for_its_defaults():
+    import sys
+    sys.path.insert(0, str(K8S / "spans"))
+    import make_spans
+    committed = (K8S / "spans" / "spans.yaml").read_text()
+    assert committed == make_spans.render(32, "0:11,11:22,22:32", 2), \
+        "regenerate: deploy/k8s/spans/make_spans.py > deploy/k8s/spans/spans.yaml"
+
+
+def test_spans_render_pass_their_schemas_and_each_object_keeps_to_its_span(
+        tmp_path, node_modules):
+    rendered, objects = render(K8S / "spans", tmp_path)
+    result = validate(rendered, node_modules)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("valid ") == len(objects) == 9, result.stdout
+    kinds = by_kind(objects)
+    help_text = subprocess.run([SERVER, "--help"], capture_output=True, text=True,
+                               timeout=30, check=True).stdout
+    spans, pod_labels = [], {}
+    for deployment in kinds["Deployment"]:
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        for a in args:
+            assert f"\n  --{a.lstrip('-').split('=', 1)[0]}=" in help_text, a
+        [layers] = [a.split("=", 1)[1] for a in args if a.startswith("--layers=")]
+        start, end = (int(x) for x in layers.split(":"))
+        spans.append((start, end))
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert labels["layerserve.dev/layers"] == f"{start}-{end}"
+        assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        pod_labels[deployment["metadata"]["name"]] = labels
+    # The spans chain from layer 0 to the model's 32.
+    assert sorted(spans) == [(0, 11), (11, 22), (22, 32)]
+    # Each span's Service and budget select its own pods and no other span's.
+    for kind, selector in (("Service", lambda o: o["spec"]["selector"]),
+                           ("PodDisruptionBudget",
+                            lambda o: o["spec"]["selector"]["matchLabels"])):
+        for o in kinds[kind]:
+            selected = [name for name, labels in pod_labels.items()
+                        if selector(o).items() <= labels.items()]
+            assert selected == [o["metadata"]["name"]], (kind, o["metadata"]["name"])
+    assert all(s["spec"]["clusterIP"] == "None" for s in kinds["Service"])

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from server_process import CLI
+from server_process import CLI, ServerProcess
 
 BENCH = os.environ.get("LAYERSERVE_BENCH",
                        os.path.join(os.path.dirname(CLI), "layerserve-bench"))
@@ -151,3 +151,30 @@ def test_help_and_version_exit_0():
     unknown = run_bench("--no-such-flag")
     assert unknown.returncode == 1
     assert unknown.stderr.startswith("error: unknown flag --no-such-flag\n"), unknown.stderr
+
+
+def test_decode_through_a_pipeline_keeps_a_session_per_stage(server):
+    """--pipeline: the demo model split 0:1 and 1:4; every stage sees each session's
+    prefill and steps, and --target is not needed."""
+    stages = [ServerProcess("--layers=0:1"), ServerProcess("--layers=1:4")]
+    try:
+        result = run_bench("--pipeline", ",".join(s.target for s in reversed(stages)),
+                           "--method", "decode", "--tokens", "8", "--steps", "4",
+                           "--concurrency", "1", "--requests", "20", "--warmup", "0s",
+                           "--json")
+        assert result.returncode == 0, result.stdout + result.stderr
+        report = json.loads(result.stdout)
+        assert "through a 2-stage pipeline (4 layers)" in report["request"]
+        assert report["target"] == ",".join(s.target for s in reversed(stages))
+        [level] = report["levels"]
+        assert level["ok"] == 20 and level["errors"] == {}
+        for stage in stages:  # Four sessions of a prefill of 8 and 4 steps.
+            assert stage.metric_sum("layerserve_session_tokens_total", phase="prefill") == 32
+            assert stage.metric_sum("layerserve_session_tokens_total", phase="decode") == 16
+    finally:
+        for stage in stages:
+            assert stage.stop() == 0, stage.output()
+    result = run_bench("--target", server.target, "--method", "normalize",
+                       "--pipeline", server.target)
+    assert result.returncode == 1
+    assert "--pipeline is for --method decode, not normalize" in result.stderr

@@ -509,3 +509,37 @@ def test_help_and_version_exit_0():
     unknown = run_cli("--no-such-flag")
     assert unknown.returncode == 1
     assert unknown.stderr.startswith("error: unknown flag --no-such-flag\n"), unknown.stderr
+
+
+def test_block_forward_through_a_pipeline_of_span_servers(server, tmp_path):
+    """--pipeline: the demo model's 4 layers split 0:1 and 1:4 (given out of
+    order) equal the module's server running all 4, bit for bit; each stage's time
+    is printed; layer flags are refused beside --pipeline."""
+    first, rest = ServerProcess("--layers=0:1"), ServerProcess("--layers=1:4")
+    try:
+        h = np.random.default_rng(8).standard_normal((5, 512)).astype(np.float32)
+        src = _save(tmp_path, "h.npy", h)
+        _cli(server, "block-forward", "--input", src, "--out", str(tmp_path / "full.npy"),
+             "--num-layers", "4")
+        result = run_cli("block-forward", "--pipeline", f"{rest.target},{first.target}",
+                         "--input", src, "--out", str(tmp_path / "piped.npy"), "--json")
+        assert result.returncode == 0, result.stderr
+        assert np.array_equal(np.load(tmp_path / "piped.npy"), np.load(tmp_path / "full.npy"))
+        stages = json.loads(result.stdout)["stages"]
+        assert [(s["layers"], s["targets"]) for s in stages] == [
+            ("0..0", [first.target]), ("1..3", [rest.target])]
+        assert all(s["milliseconds"] > 0 for s in stages)
+
+        refused = run_cli("block-forward", "--pipeline", first.target, "--num-layers", "2",
+                          "--input", src, "--out", str(tmp_path / "x.npy"))
+        assert refused.returncode == 1
+        assert "--pipeline runs every layer of the model across its servers: it takes no " \
+               "--num-layers" in refused.stderr
+        gap = run_cli("block-forward", "--pipeline", first.target, "--input", src,
+                      "--out", str(tmp_path / "x.npy"))
+        assert gap.returncode == 2
+        assert "INVALID_ARGUMENT: targets: the spans end at layer 0; the model has 4 layers" \
+            in gap.stderr
+    finally:
+        for process in (first, rest):
+            assert process.stop() == 0, process.output()

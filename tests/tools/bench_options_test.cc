@@ -29,6 +29,21 @@ TEST(BenchOptionsTest, DefaultsAreABoundedClosedLoop) {
   EXPECT_FALSE(o->json);
 }
 
+TEST(BenchOptionsTest, DecodeThroughAPipeline) {
+  absl::StatusOr<BenchOptions> o =
+      ParseBenchArgs({"--method", "decode", "--pipeline", "10.0.0.1:1,10.0.0.2:2"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_THAT(o->pipeline, ElementsAre("10.0.0.1:1", "10.0.0.2:2"));
+  EXPECT_TRUE(ParseBenchArgs({"--method", "decode"})->pipeline.empty());
+  EXPECT_THAT(
+      ParseBenchArgs({"--method", "block-forward", "--pipeline", "a:1"}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("--pipeline is for --method decode, not block-forward")));
+  EXPECT_THAT(ParseBenchArgs({"--method", "decode", "--pipeline", ","}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--pipeline needs HOST:PORT,HOST:PORT,...")));
+}
+
 TEST(BenchOptionsTest, ClosedLoopSweep) {
   absl::StatusOr<BenchOptions> o = ParseBenchArgs(
       {"--concurrency=1,8,64", "--method", "activate", "--activation", "swiglu",

@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/cpp/pipeline.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/common.h"
 
@@ -49,7 +51,30 @@ int RunBlockForward(Client& client, const FlagValues& flags) {
     return kExitUsageOrFile;
   }
 
-  absl::StatusOr<v1::BlockForwardResponse> response = client.BlockForward(request);
+  absl::StatusOr<v1::BlockForwardResponse> response;
+  std::vector<absl::Duration> stage_times;
+  std::vector<PipelineStage> stages;
+  if (flags.count("pipeline") != 0) {
+    for (const char* alone :
+         {"layer-start", "num-layers", "session", "attention-stats"}) {
+      if (flags.count(alone) != 0) {
+        return UsageError(
+            absl::StrCat("--pipeline runs every layer of the model across its "
+                         "servers: it takes no --",
+                         alone));
+      }
+    }
+    const std::vector<std::string> targets =
+        absl::StrSplit(flags.at("pipeline"), ',', absl::SkipEmpty());
+    if (targets.empty()) return UsageError("--pipeline needs HOST:PORT,HOST:PORT,...");
+    absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
+        Pipeline::FromServers(targets, request.model(), client.options());
+    if (!pipeline.ok()) return RpcError(pipeline.status());
+    stages = (*pipeline)->stages();
+    response = (*pipeline)->Forward(request, &stage_times);
+  } else {
+    response = client.BlockForward(request);
+  }
   if (!response.ok()) return RpcError(response.status());
   std::vector<WrittenTensor> written;
   if (int code = SaveTensor(response->hidden_states(), "hidden_states", flags.at("out"),
@@ -72,6 +97,21 @@ int RunBlockForward(Client& client, const FlagValues& flags) {
       }
     }
     extra["attention_stats"] = stats;
+  }
+  if (!stages.empty()) {
+    nlohmann::json hops = nlohmann::json::array();
+    for (size_t i = 0; i < stages.size(); ++i) {
+      const double ms = absl::ToDoubleMilliseconds(stage_times[i]);
+      const std::string layers = absl::StrCat(
+          stages[i].layer_start, "..", stages[i].layer_start + stages[i].num_layers - 1);
+      hops.push_back(
+          {{"layers", layers}, {"targets", stages[i].targets}, {"milliseconds", ms}});
+      if (!json) {
+        std::cout << "stage " << i << " layers " << layers << " on "
+                  << absl::StrJoin(stages[i].targets, ",") << ": " << ms << " ms\n";
+      }
+    }
+    extra["stages"] = hops;
   }
   if (!request.session_id().empty()) {
     extra["session_length"] = response->session_length();

@@ -67,7 +67,12 @@ Commands:
                 [--num-layers N] [--position-offset P | --positions P0,...]
                 [--sequence-lengths L0,L1,...] [--causal true|false]
                 [--attention-stats] [--session ID]
+                [--pipeline HOST:PORT,HOST:PORT,...]
       Hidden states [B, T, D] or [T, D] through N blocks (default 1) from L.
+      With --pipeline: through every layer of the model split across those
+      servers (each started with --layers=START:END), in the order of their
+      spans, servers of the same span as replicas; --target is not used, the
+      security flags are, on every server. Prints each stage's time.
       With --session: H is [T, D] (one sequence), its keys and values are
       appended to the session's cache, positions continue from the cached length
       (unless given), and the new cached length is printed (session_length).

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/cpp/client.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli/security_flags.h"
@@ -92,7 +93,8 @@ int Main(const std::vector<std::string>& args) {
                                     : absl::StrCat(absl::FormatDuration(o.duration));
   if (!o.json) {
     std::cout << "layerserve-bench: " << request->description << " ("
-              << request->request_bytes << " bytes) to " << o.target << ", "
+              << request->request_bytes << " bytes) to "
+              << (o.pipeline.empty() ? o.target : absl::StrJoin(o.pipeline, ",")) << ", "
               << (open ? "open" : "closed") << " loop, " << per_level << " per level, "
               << (o.warmup > absl::ZeroDuration()
                       ? absl::StrCat(absl::FormatDuration(o.warmup), " warm-up, ")
@@ -149,7 +151,7 @@ int Main(const std::vector<std::string>& args) {
 
   if (o.json) {
     nlohmann::json out;
-    out["target"] = o.target;
+    out["target"] = o.pipeline.empty() ? o.target : absl::StrJoin(o.pipeline, ",");
     out["rpc"] = request->rpc;
     out["request"] = request->description;
     out["request_bytes"] = request->request_bytes;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/security_flags.h"
 
@@ -48,6 +49,10 @@ Request:
                         its first request opens it and prefills --tokens tokens,
                         then each request is one token, for N steps (default
                         256); then a new session. Requests/s = tokens/s
+  --pipeline H:P,H:P... decode: through every layer of a model split across
+                        these servers (each started with --layers=START:END),
+                        one session per stage, in place of --target; --layers
+                        is not used
   --seed S              random inputs and Poisson arrivals (default 1)
 Load:
   --concurrency C,...   closed loop: C requests in flight, one thread each
@@ -82,7 +87,7 @@ constexpr FlagSpec kBenchFlags[] = {
     {"steps", true},        {"concurrency", true}, {"rate", true},
     {"distribution", true}, {"max-threads", true}, {"channels", true},
     {"duration", true},     {"requests", true},    {"warmup", true},
-    {"metrics-url", true},  {"json", false},
+    {"metrics-url", true},  {"json", false},       {"pipeline", true},
 };
 
 constexpr const char* kMethods[] = {
@@ -172,6 +177,16 @@ absl::StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args
   LS_BENCH_ASSIGN(o.tokens, Int64Flag(flags, "tokens", o.tokens));
   LS_BENCH_ASSIGN(o.layers, Int64Flag(flags, "layers", o.layers));
   LS_BENCH_ASSIGN(o.steps, Int64Flag(flags, "steps", o.steps));
+  if (flags.count("pipeline") != 0) {
+    o.pipeline = absl::StrSplit(flags.at("pipeline"), ',', absl::SkipEmpty());
+    if (o.method != "decode") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--pipeline is for --method decode, not ", o.method));
+    }
+    if (o.pipeline.empty()) {
+      return absl::InvalidArgumentError("--pipeline needs HOST:PORT,HOST:PORT,...");
+    }
+  }
   for (auto [name, value] : {std::pair<const char*, int64_t>{"batch", o.batch},
                              {"tokens", o.tokens},
                              {"layers", o.layers},

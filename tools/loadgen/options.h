@@ -34,6 +34,9 @@ struct BenchOptions {
   int64_t tokens = 16;                   // block-forward
   int64_t layers = 1;                    // block-forward, decode
   int64_t steps = 256;                   // decode: one-token steps per session
+  // decode: servers of a model split by --layers, chained as a client Pipeline
+  // (client/cpp/pipeline.h) instead of --target. Empty: --target alone.
+  std::vector<std::string> pipeline;
   uint64_t seed = 1;
 
   // How they are sent (load_generator.h). Exactly one of the two sweeps is set:

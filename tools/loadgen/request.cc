@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/cpp/pipeline.h"
 #include "client/cpp/tensor_util.h"
 
 namespace layerserve::client {
@@ -110,6 +111,66 @@ absl::StatusOr<BenchRequest> DecodeRequest(const BenchOptions& o, Client& client
   return r;
 }
 
+// DecodeRequest through a Pipeline of span servers: each sending thread keeps a
+// PipelineSession (one server session per stage) in the same cycle of prefill
+// and steps. The Pipeline's Clients take the bench's ClientOptions (deadline,
+// token, TLS), so `call` is not used.
+absl::StatusOr<BenchRequest> PipelineDecodeRequest(const BenchOptions& o, Client& client,
+                                                   std::mt19937_64* rng) {
+  absl::StatusOr<std::unique_ptr<Pipeline>> made =
+      Pipeline::FromServers(o.pipeline, o.model, client.options());
+  if (!made.ok()) return made.status();
+  std::shared_ptr<Pipeline> pipeline = std::move(*made);
+  ClientOptions first = client.options();
+  first.target = o.pipeline.front();
+  absl::StatusOr<std::unique_ptr<Client>> any = Client::Create(first);
+  if (!any.ok()) return any.status();
+  absl::StatusOr<v1::ModelInfo> model = (*any)->GetModel(o.model);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<v1::Tensor> prefill =
+      RandomTensor({o.tokens, model->hidden_size()}, o.wire_dtype, rng);
+  if (!prefill.ok()) return prefill.status();
+  absl::StatusOr<v1::Tensor> step =
+      RandomTensor({1, model->hidden_size()}, o.wire_dtype, rng);
+  if (!step.ok()) return step.status();
+  BenchRequest r;
+  r.rpc = "BlockForward";
+  r.description = absl::StrCat(
+      "BlockForward decode ", model->name(), " through a ", pipeline->stages().size(),
+      "-stage pipeline (", model->num_layers(), " layers), prefill ", o.tokens, " then ",
+      o.steps, " one-token steps per session, hidden ", model->hidden_size());
+  r.request_bytes = static_cast<int64_t>(step->ByteSizeLong());
+  const int64_t steps = o.steps, max_length = o.tokens + o.steps;
+  r.send = [pipeline, prefill = *std::move(prefill), step = *std::move(step), steps,
+            max_length](Client& client, const CallOptions&) -> absl::Status {
+    struct Session {
+      // The pipeline outlives the session it opened (members end in reverse).
+      std::shared_ptr<Pipeline> pipeline;
+      std::unique_ptr<PipelineSession> session;
+      Client* client = nullptr;
+      int64_t steps_left = 0;
+    };
+    thread_local Session session;
+    if (session.client != &client || session.steps_left == 0 ||
+        session.session == nullptr) {
+      session.session.reset();  // Closes the full one.
+      session.pipeline = pipeline;
+      session.client = &client;
+      session.steps_left = steps;
+      absl::StatusOr<std::unique_ptr<PipelineSession>> opened =
+          pipeline->OpenSession(max_length);
+      if (!opened.ok()) return opened.status();
+      session.session = std::move(*opened);
+      return session.session->Forward(prefill).status();
+    }
+    --session.steps_left;
+    absl::Status status = session.session->Forward(step).status();
+    if (!status.ok()) session.steps_left = 0;  // Start anew.
+    return status;
+  };
+  return r;
+}
+
 }  // namespace
 
 absl::StatusOr<BenchRequest> MakeBenchRequest(const BenchOptions& o, Client& client) {
@@ -187,6 +248,9 @@ absl::StatusOr<BenchRequest> MakeBenchRequest(const BenchOptions& o, Client& cli
                   absl::StrCat("BlockForward ", model->name(), " ", o.layers,
                                " layer(s), hidden ", Shape(shape), " ", dtype),
                   std::move(request), &Client::BlockForward);
+  }
+  if (o.method == "decode" && !o.pipeline.empty()) {
+    return PipelineDecodeRequest(o, client, &rng);
   }
   if (o.method == "decode") return DecodeRequest(o, client, &rng);
   BenchRequest r;

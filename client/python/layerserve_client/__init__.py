@@ -9,6 +9,7 @@ See docs/clients/python.md.
 from ._stubs import pb, pb_grpc
 from .client import Client, channel_target, rope_scaling
 from .errors import LayerServeError
+from .pipeline import Pipeline, PipelineForwardResult, PipelineSession
 from .results import BlockForwardResult, ModelInfo, NormalizeResult, RopeConfig, RopeResult
 from .retry import RetryPolicy
 from .session import SESSION_HEADER, Session, SessionForwardResult
@@ -22,5 +23,6 @@ __all__ = [
     "BlockForwardResult", "ModelInfo", "RopeConfig", "to_tensor", "from_tensor",
     "float32_to_bfloat16_bits", "bfloat16_bits_to_float32", "round_to_bfloat16",
     "channel_target", "rope_scaling", "pb", "pb_grpc", "Session",
-    "SessionForwardResult", "SESSION_HEADER",
+    "SessionForwardResult", "SESSION_HEADER", "Pipeline", "PipelineSession",
+    "PipelineForwardResult",
 ]

@@ -60,6 +60,10 @@ class ModelInfo:
     rope: Optional[RopeConfig]  # None for models without rotary positions (GPT-2).
     max_position_embeddings: int
     weight_dtype: str          # FLOAT32 or BFLOAT16
+    # The layers this server serves (--layers): span_layer_start ..
+    # span_layer_start + span_num_layers - 1 of num_layers. 0, 0 when FAILED.
+    span_layer_start: int = 0
+    span_num_layers: int = 0
 
     @classmethod
     def from_proto(cls, info: "pb.ModelInfo") -> "ModelInfo":
@@ -78,7 +82,8 @@ class ModelInfo:
             activation=pb.Activation.Name(info.activation), norm=pb.NormKind.Name(info.norm),
             norm_epsilon=info.norm_epsilon, rope=rope,
             max_position_embeddings=info.max_position_embeddings,
-            weight_dtype=pb.DataType.Name(info.weight_dtype))
+            weight_dtype=pb.DataType.Name(info.weight_dtype),
+            span_layer_start=info.span_layer_start, span_num_layers=info.span_num_layers)
 
 
 def scaling_to_dict(scaling: "pb.RopeScaling") -> Dict[str, object]:
