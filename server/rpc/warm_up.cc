@@ -13,14 +13,16 @@
 namespace layerserve {
 namespace {
 
-// One BlockForward of `tokens` tokens of small values through every layer of
-// `model`, in `session` if not empty, run and ended as the dispatcher would.
+// One BlockForward of `tokens` tokens of small values through every layer `model`
+// serves (its span), in `session` if not empty, run and ended as the dispatcher
+// would.
 absl::Status RunWarmUpCall(const ModelRepository& models, SessionStore& sessions,
                            WorkerContext& worker, const Model& model, int64_t tokens,
                            const std::string& session) {
   v1::BlockForwardRequest request;
   request.set_model(model.name);
-  request.set_num_layers(static_cast<int32_t>(model.config.num_layers));
+  request.set_layer_start(static_cast<int32_t>(model.span_start));
+  request.set_num_layers(static_cast<int32_t>(model.span_end - model.span_start));
   request.set_session_id(session);
   const int64_t d = model.block.hidden_size;
   std::vector<float> values(tokens * d);
@@ -46,7 +48,8 @@ absl::Status WarmUpModel(const ModelRepository& models, SessionStore& sessions,
   absl::Status status = RunWarmUpCall(models, sessions, worker, model, kWarmUpTokens, "");
   if (!status.ok()) return status;
   absl::StatusOr<std::string> session =
-      sessions.Open(&model, 0, model.config.num_layers, /*max_length=*/0);
+      sessions.Open(&model, model.span_start, model.span_end - model.span_start,
+                    /*max_length=*/0);
   if (!session.ok()) return session.status();
   // The prefill leaves room for the step in sessions as short as the model's
   // positions (a tiny GPT-2 has 16).

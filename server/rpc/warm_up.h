@@ -1,6 +1,6 @@
 // The warm-up before serving (--warm-up, on by default). Each compute worker runs,
 // for every model that loaded, one BlockForward of kWarmUpTokens tokens through
-// all of the model's layers, and a session's prefill of as many tokens followed by
+// all of the model's layers this server serves (--layers), and a session's prefill of as many tokens followed by
 // one decode step. So what a worker's first calls would otherwise pay (oneDNN
 // creating and JIT-compiling its matmul primitives, the worker's buffers, the KV
 // cache's first blocks) is paid before the health service says SERVING. A call

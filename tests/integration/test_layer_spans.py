@@ -69,6 +69,9 @@ def test_span_equals_full_server_inside_and_is_out_of_range_outside(deep_llama):
     span, span_channel, span_stub = started(f"--model-repository={deep_llama}",
                                             "--layers=3:6")
     try:
+        # The warm-up ran through the span's layers (and would say so had it failed).
+        assert "layerserve: warm-up: 1 model(s)" in span.output()
+        assert "warm-up of model" not in span.output()
         info = span_stub.GetModel(pb.GetModelRequest())
         assert (info.num_layers, info.span_layer_start, info.span_num_layers) == (8, 3, 3)
         info = full_stub.GetModel(pb.GetModelRequest())
