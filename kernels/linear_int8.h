@@ -56,8 +56,8 @@ const Int8Weights& Int8LayoutOf(const LinearWeights& w);
 
 // Quantizes `weight` ([out, in] row-major, or [in, out] when `in_by_out`) with
 // `group_size` inputs per scale (0 or >= in: one scale per output). `bias` [out] or
-// null. Non-finite weights make their group's scale non-finite (the loader rejects
-// such checkpoints before this). REQUIRES: in, out >= 1, group_size >= 0.
+// null. A group holding a NaN or Inf weight gets a NaN scale (and q 0): every
+// weight of it dequantizes to NaN. REQUIRES: in, out >= 1, group_size >= 0.
 Int8Weights QuantizeInt8(const float* weight, int64_t out, int64_t in, bool in_by_out,
                          const float* bias, int64_t group_size);
 

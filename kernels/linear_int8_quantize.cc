@@ -30,11 +30,16 @@ Int8Weights QuantizeInt8(const float* weight, int64_t out, int64_t in, bool in_b
     for (int64_t g = 0; g < w.groups; ++g) {
       const int64_t k_begin = g * w.group, k_end = std::min(in, k_begin + w.group);
       float max_abs = 0.0f;
-      for (int64_t k = k_begin; k < k_end; ++k)
+      bool finite = true;
+      for (int64_t k = k_begin; k < k_end; ++k) {
+        finite = finite && std::isfinite(at(o, k));
         max_abs = std::max(max_abs, std::fabs(at(o, k)));
-      const float scale = max_abs / 127.0f;
+      }
+      // A NaN or Inf weight makes the whole group NaN (q stays 0, the scale NaN):
+      // its outputs become NaN, as float32 weights would make them NaN or Inf.
+      const float scale = finite ? max_abs / 127.0f : std::nanf("");
       w.scales[(block * w.groups + g) * kInt8BlockOut + lane] = scale;
-      if (scale == 0.0f) continue;  // All zeros: q stays 0.
+      if (!finite || scale == 0.0f) continue;  // All zeros: q stays 0.
       for (int64_t k = k_begin; k < k_end; ++k) {
         // Round to nearest even; |w| <= max_abs keeps |q| <= 127 but for rounding of
         // the division, hence the clamp.
@@ -56,8 +61,9 @@ std::vector<float> DequantizeInt8(const Int8Weights& w) {
 
 namespace {
 
-// Float32ToBfloat16 (common/dtype.h) for finite values, inline so the loop below
-// vectorizes: a dequantized weight is never NaN (the loader rejects such weights).
+// Float32ToBfloat16 (common/dtype.h), inline so the loop below vectorizes. Exact for
+// finite values; the only NaN a dequantized weight can be (0 times a NaN scale,
+// 0x7FC00000 or its negative) stays a NaN.
 inline uint16_t FiniteToBfloat16(float value) {
   uint32_t bits;
   std::memcpy(&bits, &value, sizeof bits);

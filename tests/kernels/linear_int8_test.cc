@@ -110,6 +110,30 @@ TEST(Int8QuantizeTest, ErrorIsAtMostHalfAStep) {
   EXPECT_EQ(q.Q(5, 7), 127);
 }
 
+// A NaN or Inf weight makes its group NaN, so its output is NaN (as float32 weights
+// would make it NaN or Inf) and no other output changes.
+TEST(Int8QuantizeTest, NonFiniteWeightsMakeTheirGroupNan) {
+  std::mt19937 rng(17);
+  const int64_t out = 3, in = 40, group = 16;
+  std::vector<float> w = Random(out * in, rng);
+  w[0 * in + 20] = kNan;
+  w[2 * in + 3] = -kInf;
+  const Int8Weights q = internal::QuantizeInt8(w.data(), out, in, false, nullptr, group);
+  const std::vector<float> back = internal::DequantizeInt8(q);
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t k = 0; k < in; ++k) {
+      const bool poisoned = (o == 0 && k / group == 1) || (o == 2 && k / group == 0);
+      ASSERT_EQ(std::isnan(back[o * in + k]), poisoned) << o << "," << k;
+    }
+  }
+  const std::vector<float> x = Random(in, rng);
+  std::vector<float> y(out);
+  internal::LinearInt8FewRowsBlocks(q, x.data(), 1, 0, q.out_blocks, y.data());
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_TRUE(std::isfinite(y[1]));
+  EXPECT_TRUE(std::isnan(y[2]));
+}
+
 // The few-rows kernel on one Highway target against the scalar twin. Targets with
 // FMA (AVX2 and better) compute the same operations: bit for bit (NaN as NaN);
 // the others round each product too: within the FMA's extra rounding (and the same
