@@ -20,7 +20,8 @@ kernels::BlockConfig ToBlockConfig(const ModelConfig& config);
 // INVALID_ARGUMENT naming the tensor (and the file, where it is at fault) for a
 // missing tensor, a wrong shape or a non-float dtype.
 absl::StatusOr<std::vector<kernels::BlockWeights>> LoadBlocks(
-    const ModelConfig& config, const Checkpoint& checkpoint, kernels::WeightType type);
+    const ModelConfig& config, const Checkpoint& checkpoint,
+    kernels::WeightFormat format);
 
 }  // namespace layerserve
 

@@ -59,7 +59,8 @@ class ModelInfo:
     norm_epsilon: float
     rope: Optional[RopeConfig]  # None for models without rotary positions (GPT-2).
     max_position_embeddings: int
-    weight_dtype: str          # FLOAT32 or BFLOAT16
+    weight_dtype: str          # FLOAT32, BFLOAT16 or INT8
+    weight_group_size: int = 0  # INT8: inputs per scale (0: one per output); else 0
 
     @classmethod
     def from_proto(cls, info: "pb.ModelInfo") -> "ModelInfo":
@@ -78,7 +79,8 @@ class ModelInfo:
             activation=pb.Activation.Name(info.activation), norm=pb.NormKind.Name(info.norm),
             norm_epsilon=info.norm_epsilon, rope=rope,
             max_position_embeddings=info.max_position_embeddings,
-            weight_dtype=pb.DataType.Name(info.weight_dtype))
+            weight_dtype=pb.DataType.Name(info.weight_dtype),
+            weight_group_size=info.weight_group_size)
 
 
 def scaling_to_dict(scaling: "pb.RopeScaling") -> Dict[str, object]:
