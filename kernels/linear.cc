@@ -330,6 +330,16 @@ void LinearFewRows(LinearContext& context, const LinearWeights& w, const float* 
     const internal::Int8Weights& int8 = w.packed().int8;
     const int64_t per_chunk = (int8.out_blocks + kChunks - 1) / kChunks;
     const int64_t chunks = (int8.out_blocks + per_chunk - 1) / per_chunk;
+    // The kernel depends on the CPU and the weights, never on the rows.
+    if (int8.in % 2 == 0 && internal::FewRowsDpbf16Supported()) {
+      internal::PackBfloat16Pairs(x, rows, int8.in, context.impl().few_rows_pairs);
+      const uint32_t* pairs = context.impl().few_rows_pairs.data();
+      return RunParallel(parallel, chunks, [&](int64_t c) {
+        internal::LinearInt8FewRowsDpbf16Blocks(
+            int8, pairs, rows, c * per_chunk,
+            std::min(int8.out_blocks, (c + 1) * per_chunk), y);
+      });
+    }
     return RunParallel(parallel, chunks, [&](int64_t c) {
       internal::LinearInt8FewRowsBlocks(int8, x, rows, c * per_chunk,
                                         std::min(int8.out_blocks, (c + 1) * per_chunk),

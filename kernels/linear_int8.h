@@ -79,6 +79,18 @@ void LinearInt8FewRowsBlocks(const Int8Weights& w, const float* x, int64_t rows,
 void LinearInt8FewRowsBlocksReference(const Int8Weights& w, const float* x, int64_t rows,
                                       int64_t nb_begin, int64_t nb_end, float* y);
 
+// The same product on CPUs with AVX512_BF16 (FewRowsDpbf16Supported(), in
+// linear_internal.h), with Linear's operands: x as PackBfloat16Pairs left it (x
+// rounded to bfloat16) and the weights float32(q) * scale rounded to bfloat16, the
+// products summed by VDPBF16PS in float32 (linear_int8_few_rows_dpbf16.cc).
+// REQUIRES: w.in even (LinearFewRows takes the float32 kernel for odd ones).
+void LinearInt8FewRowsDpbf16Blocks(const Int8Weights& w, const uint32_t* x, int64_t rows,
+                                   int64_t nb_begin, int64_t nb_end, float* y);
+
+// Its reference: the same operands, products and sums in double, rounded once.
+void LinearInt8Bfloat16Reference(const Int8Weights& w, const float* x, int64_t rows,
+                                 float* y);
+
 // Dequantizes block columns [nb_begin, nb_end) to bfloat16 (float(q) * scale rounded
 // to nearest even) as a dense [in][(nb_end - nb_begin) * 64] matrix, the `ab`
 // layout of oneDNN's weights {in, columns}: Linear's tiles for its bfloat16 matmul.
