@@ -173,7 +173,7 @@ TEST(Int8FewRowsTest, EveryTargetMatchesTheScalarTwinOnOddSizes) {
     int64_t in, out, group;
   };
   for (const Size& s :
-       {Size{1, 1, 0}, Size{7, 5, 4}, Size{4097, 7, 64}, Size{96, 130, 32},
+       {Size{1, 1, 0}, Size{7, 5, 4}, Size{9, 3, 1}, Size{4097, 7, 64}, Size{96, 130, 32},
         Size{100, 65, 33}, Size{64, 200, 0}, Size{33, 4097, 128}}) {
     const std::vector<float> weight = Random(s.out * s.in, rng),
                              bias = Random(s.out, rng);
@@ -235,7 +235,7 @@ TEST(Int8FewRowsTest, Dpbf16KernelMatchesItsReference) {
   struct Size {
     int64_t in, out, group;
   };
-  for (const Size& s : {Size{2, 1, 0}, Size{70, 7, 33}, Size{100, 65, 32},
+  for (const Size& s : {Size{2, 1, 0}, Size{10, 3, 1}, Size{70, 7, 33}, Size{100, 65, 32},
                         Size{4096, 130, 64}, Size{64, 200, 0}, Size{96, 4097, 128}}) {
     const std::vector<float> weight = Random(s.out * s.in, rng),
                              bias = Random(s.out, rng);
