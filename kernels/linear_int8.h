@@ -10,6 +10,7 @@
 #define LAYERSERVE_KERNELS_LINEAR_INT8_H_
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace layerserve::kernels {
@@ -90,6 +91,15 @@ void LinearInt8FewRowsDpbf16Blocks(const Int8Weights& w, const uint32_t* x, int6
 // Its reference: the same operands, products and sums in double, rounded once.
 void LinearInt8Bfloat16Reference(const Int8Weights& w, const float* x, int64_t rows,
                                  float* y);
+
+// Float32ToBfloat16 (common/dtype.h), inline so the dequantizing loops vectorize.
+// Exact for finite values; the only NaN a dequantized weight can be (0 times a NaN
+// scale, 0x7FC00000 or its negative) stays a NaN.
+inline uint16_t FiniteToBfloat16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
 
 // Dequantizes block columns [nb_begin, nb_end) to bfloat16 (float(q) * scale rounded
 // to nearest even) as a dense [in][(nb_end - nb_begin) * 64] matrix, the `ab`

@@ -59,19 +59,6 @@ std::vector<float> DequantizeInt8(const Int8Weights& w) {
   return weight;
 }
 
-namespace {
-
-// Float32ToBfloat16 (common/dtype.h), inline so the loop below vectorizes. Exact for
-// finite values; the only NaN a dequantized weight can be (0 times a NaN scale,
-// 0x7FC00000 or its negative) stays a NaN.
-inline uint16_t FiniteToBfloat16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-}
-
-}  // namespace
-
 void DequantizeInt8ToBfloat16(const Int8Weights& w, int64_t nb_begin, int64_t nb_end,
                               uint16_t* dst) {
   const int64_t columns = (nb_end - nb_begin) * kInt8BlockOut;
