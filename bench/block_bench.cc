@@ -1,6 +1,6 @@
 // One Transformer block (kernels/block.h) per call at T tokens, for three
 // Llama-shaped configs (768; 4096 with d_ff 11008; Llama-3-8B's 4096 with d_ff
-// 14336), with float32 and bfloat16 weights, on one thread or two (the second an
+// 14336), with float32, bfloat16 and int8 weights, on one thread or two (the second an
 // idle worker of the server's own Batcher helping through kernels::ParallelFor, as
 // when one request is alone on a 2-worker server); next to a bare oneDNN matmul
 // with the MLP's largest shape (M = T, K = D, N = 2F, weights prepacked) on as
@@ -42,8 +42,8 @@ struct SingleOpenMpThread {
 
 // Weights are built once per (shape, dtype): the 4096 config is ~0.7 GB in float32.
 const BlockWeights& Weights(int shape, WeightType type) {
-  static std::unique_ptr<BlockWeights> cache[3][2];
-  std::unique_ptr<BlockWeights>& slot = cache[shape][type == WeightType::kBfloat16];
+  static std::unique_ptr<BlockWeights> cache[3][3];
+  std::unique_ptr<BlockWeights>& slot = cache[shape][static_cast<int>(type)];
   if (slot) return *slot;
   const BlockConfig c = LlamaConfig(kShapes[shape]);
   std::mt19937 rng(shape);
@@ -74,7 +74,8 @@ void BM_Block(benchmark::State& state) {
   omp_set_num_threads(1);
   const int shape = static_cast<int>(state.range(0));
   const int64_t t = state.range(1);
-  const WeightType type = state.range(2) ? WeightType::kBfloat16 : WeightType::kFloat32;
+  // 0 float32, 1 bfloat16, 2 int8 (the default group size).
+  const WeightType type = static_cast<WeightType>(state.range(2));
   const BlockConfig c = LlamaConfig(kShapes[shape]);
   const BlockWeights& w = Weights(shape, type);
   std::mt19937 rng(7);
@@ -152,7 +153,18 @@ void Args(benchmark::internal::Benchmark* b) {
       ->UseRealTime();
 }
 
-BENCHMARK(BM_Block)->Apply(Args);
+// BM_Block's: the same, weights 0 float32, 1 bfloat16, 2 int8.
+void BlockArgs(benchmark::internal::Benchmark* b) {
+  for (int shape : {0, 1, 2})
+    for (int64_t t : {1, 16, 128, 512})
+      for (int weights : {0, 1, 2})
+        for (int threads : {1, 2}) b->Args({shape, t, weights, threads});
+  b->ArgNames({"shape", "T", "weights", "threads"})
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+}
+
+BENCHMARK(BM_Block)->Apply(BlockArgs);
 BENCHMARK(BM_Matmul)->Apply(Args);
 
 }  // namespace

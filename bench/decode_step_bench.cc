@@ -21,8 +21,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <random>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bench/llama_shapes.h"
@@ -58,7 +61,16 @@ BlockConfig Config(Model model) {
 // One block of the 8B shape is 436 MB: enough to come from memory every step.
 int64_t NumLayers(Model model) { return model == kLlama8B ? 1 : 4; }
 
-std::vector<BlockWeights> MakeLayers(Model model) {
+// Weights of the benchmarks: bfloat16, or int8 with a group size (the 8B block only).
+struct Weights {
+  kernels::WeightType type = kernels::WeightType::kBfloat16;
+  int64_t group = 0;
+  bool operator<(const Weights& o) const {
+    return std::tie(type, group) < std::tie(o.type, o.group);
+  }
+};
+
+std::vector<BlockWeights> MakeLayers(Model model, Weights weights) {
   const BlockConfig c = Config(model);
   std::mt19937 rng(1);
   std::vector<BlockWeights> out(NumLayers(model));
@@ -66,8 +78,9 @@ std::vector<BlockWeights> MakeLayers(Model model) {
   const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   auto linear = [&](int64_t o, int64_t i) {
     const std::vector<float> w = bench::RandomValues(o * i, rng);
-    return std::make_unique<kernels::LinearWeights>(w.data(), o, i, false, nullptr,
-                                                    kernels::WeightType::kBfloat16);
+    return std::make_unique<kernels::LinearWeights>(
+        w.data(), o, i, false, nullptr,
+        kernels::WeightFormat(weights.type, weights.group));
   };
   for (BlockWeights& w : out) {
     w.attn_norm_weight.assign(d, 1.0f);
@@ -80,13 +93,14 @@ std::vector<BlockWeights> MakeLayers(Model model) {
   return out;
 }
 
-const std::vector<BlockWeights>& Layers(Model model) {
-  // Built on first use: a filter that skips a model never pays for its weights.
-  static std::unique_ptr<std::vector<BlockWeights>> layers[3];
-  if (layers[model] == nullptr) {
-    layers[model] = std::make_unique<std::vector<BlockWeights>>(MakeLayers(model));
-  }
-  return *layers[model];
+const std::vector<BlockWeights>& Layers(Model model, Weights weights = {}) {
+  // Built on first use: a filter that skips a model never pays for its weights. Kept
+  // (the 8B block's are 436 MB in bfloat16, ~250 MB in int8), so that
+  // --benchmark_enable_random_interleaving can alternate weight formats fairly.
+  static std::map<std::pair<Model, Weights>, std::vector<BlockWeights>> layers;
+  const auto key = std::make_pair(model, weights);
+  if (layers.count(key) == 0) layers.emplace(key, MakeLayers(model, weights));
+  return layers.at(key);
 }
 
 struct NoContext {};
@@ -131,10 +145,10 @@ struct Step {
   std::vector<float> cos, sin, input;
 };
 
-void DecodeStep(benchmark::State& state, Model model, int64_t sessions,
-                bool two_threads) {
+void DecodeStep(benchmark::State& state, Model model, int64_t sessions, bool two_threads,
+                Weights weights = {}) {
   omp_set_num_threads(1);
-  const std::vector<BlockWeights>& layers = Layers(model);
+  const std::vector<BlockWeights>& layers = Layers(model, weights);
   Step step(model, sessions);
   // One worker, idle: it helps with every loop this thread shares.
   Batcher<NoContext> helper(BatchOptions{}, 1, [](NoContext&, Batch&) {});
@@ -171,6 +185,19 @@ void BM_DecodeStep8B(benchmark::State& state) {
 BENCHMARK(BM_DecodeStep8B)
     ->ArgsProduct({{1, 4, 16}, {0, 1}})
     ->ArgNames({"sessions", "two_threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The same step with int8 weights (docs/perf/2026-12-02-int8-weights.md): group 0 is
+// one scale per output.
+void BM_DecodeStep8BInt8(benchmark::State& state) {
+  DecodeStep(state, kLlama8B, state.range(0), state.range(1) != 0,
+             {kernels::WeightType::kInt8, state.range(2)});
+}
+
+BENCHMARK(BM_DecodeStep8BInt8)
+    ->ArgsProduct({{1, 4, 16}, {0, 1}, {32, 64, 128, 0}})
+    ->ArgNames({"sessions", "two_threads", "group"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "kernels/linear_int8.h"
 #include "kernels/linear_internal.h"
 #include "kernels/onednn_engine.h"
 
@@ -120,6 +121,9 @@ struct LinearWeights::Packed {
     memory weights;
   };
   std::vector<Chunk> chunks;
+  // kInt8 weights instead of all the above (`weights` and `bias` stay empty; chunks
+  // hold ranges of 64-output blocks).
+  internal::Int8Weights int8;
 };
 
 namespace {
@@ -177,6 +181,20 @@ struct ChunkMatmuls {
   }
 };
 
+// Packed::chunks of int8 weights: as ColumnChunks splits a layer, in 64-output
+// blocks (begin and end count blocks).
+std::vector<LinearWeights::Packed::Chunk> Int8Chunks(int64_t in, int64_t out) {
+  const int64_t blocks = (out + internal::kInt8BlockOut - 1) / internal::kInt8BlockOut;
+  const int64_t count =
+      std::min({kMaxChunks, std::max<int64_t>(1, in * out / kMinChunkValues), blocks});
+  const int64_t per_chunk = (blocks + count - 1) / count;
+  std::vector<LinearWeights::Packed::Chunk> chunks;
+  for (int64_t begin = 0; begin < blocks; begin += per_chunk) {
+    chunks.push_back({begin, std::min(blocks, begin + per_chunk), memory()});
+  }
+  return chunks;
+}
+
 // y's columns of `chunk` for x [rows, in] (already bfloat16 for bfloat16 weights).
 // On whichever thread takes the chunk: its primitives are that thread's.
 void RunChunk(const LinearWeights& w, const LinearWeights::Packed::Chunk& chunk,
@@ -211,10 +229,17 @@ void RunChunk(const LinearWeights& w, const LinearWeights::Packed::Chunk& chunk,
 }  // namespace
 
 LinearWeights::LinearWeights(const float* weight, int64_t out, int64_t in, bool in_by_out,
-                             const float* bias, WeightType type)
-    : in_(in), out_(out), type_(type), packed_(std::make_unique<Packed>()) {
+                             const float* bias, WeightFormat format)
+    : in_(in), out_(out), type_(format.type), packed_(std::make_unique<Packed>()) {
+  if (type_ == WeightType::kInt8) {
+    packed_->int8 =
+        internal::QuantizeInt8(weight, out, in, in_by_out, bias, format.group_size);
+    packed_->chunks = Int8Chunks(in, out);
+    bytes_ = packed_->int8.bytes();
+    return;
+  }
   const dnnl::engine& engine = CpuEngine();
-  const Dt dt = DataType(type);
+  const Dt dt = DataType(type_);
   // The matmul's weights are [in, out]; torch's [out, in] storage is their `ba`.
   memory user(memory::desc({in, out}, Dt::f32, in_by_out ? Tag::ab : Tag::ba), engine,
               const_cast<float*>(weight));
@@ -232,6 +257,10 @@ LinearWeights::LinearWeights(const float* weight, int64_t out, int64_t in, bool 
 }
 
 LinearWeights::~LinearWeights() = default;
+
+int64_t LinearWeights::group_size() const {
+  return type_ == WeightType::kInt8 ? packed_->int8.group : 0;
+}
 
 int64_t LinearWeights::chunks() const {
   return static_cast<int64_t>(packed_->chunks.size());
@@ -268,7 +297,7 @@ void Linear(LinearContext& context, const LinearWeights& w, const float* x, int6
             float* y, ParallelFor* parallel) {
   LinearContext::Impl& impl = context.impl();
   const void* src = x;
-  if (w.type() == WeightType::kBfloat16) {
+  if (w.type() != WeightType::kFloat32) {
     // Once, here: every chunk reads the same rounded x.
     impl.bf16_src.resize(rows * w.in());
     const dnnl::engine& engine = CpuEngine();
@@ -281,17 +310,44 @@ void Linear(LinearContext& context, const LinearWeights& w, const float* x, int6
     src = impl.bf16_src.data();
   }
   const std::vector<LinearWeights::Packed::Chunk>& chunks = w.packed().chunks;
+  if (w.type() == WeightType::kInt8) {
+    const auto* bf16 = static_cast<const uint16_t*>(src);
+    return RunParallel(parallel, static_cast<int64_t>(chunks.size()), [&](int64_t c) {
+      internal::LinearInt8ManyRows(w.packed().int8, bf16, rows, chunks[c].begin,
+                                   chunks[c].end, y);
+    });
+  }
   RunParallel(parallel, static_cast<int64_t>(chunks.size()),
               [&](int64_t c) { RunChunk(w, chunks[c], src, rows, y); });
 }
 
 void LinearFewRows(LinearContext& context, const LinearWeights& w, const float* x,
                    int64_t rows, float* y, ParallelFor* parallel) {
-  const internal::FewRowsWeights& few = w.packed().few_rows;
-  if (few.data == nullptr) return Linear(context, w, x, rows, y, parallel);
   // Threads split the 64-output blocks (each reads its own share of the weights) in
   // up to kChunks pieces taken in turn, so a thread that joins late takes fewer.
   constexpr int64_t kChunks = 8;
+  if (w.type() == WeightType::kInt8) {
+    const internal::Int8Weights& int8 = w.packed().int8;
+    const int64_t per_chunk = (int8.out_blocks + kChunks - 1) / kChunks;
+    const int64_t chunks = (int8.out_blocks + per_chunk - 1) / per_chunk;
+    // The kernel depends on the CPU and the weights, never on the rows.
+    if (int8.in % 2 == 0 && internal::FewRowsDpbf16Supported()) {
+      internal::PackBfloat16Pairs(x, rows, int8.in, context.impl().few_rows_pairs);
+      const uint32_t* pairs = context.impl().few_rows_pairs.data();
+      return RunParallel(parallel, chunks, [&](int64_t c) {
+        internal::LinearInt8FewRowsDpbf16Blocks(
+            int8, pairs, rows, c * per_chunk,
+            std::min(int8.out_blocks, (c + 1) * per_chunk), y);
+      });
+    }
+    return RunParallel(parallel, chunks, [&](int64_t c) {
+      internal::LinearInt8FewRowsBlocks(int8, x, rows, c * per_chunk,
+                                        std::min(int8.out_blocks, (c + 1) * per_chunk),
+                                        y);
+    });
+  }
+  const internal::FewRowsWeights& few = w.packed().few_rows;
+  if (few.data == nullptr) return Linear(context, w, x, rows, y, parallel);
   const int64_t blocks =
       (few.out + internal::kFewRowsBlockOut - 1) / internal::kFewRowsBlockOut;
   const int64_t per_chunk = (blocks + kChunks - 1) / kChunks;
@@ -318,7 +374,9 @@ void LinearFewRows(LinearContext& context, const LinearWeights& w, const float* 
   });
 }
 
-bool LinearWeights::few_rows_native() const { return packed_->few_rows.data != nullptr; }
+bool LinearWeights::few_rows_native() const {
+  return type_ == WeightType::kInt8 || packed_->few_rows.data != nullptr;
+}
 
 namespace internal {
 bool FewRowsDpbf16Supported() {
@@ -329,6 +387,8 @@ bool FewRowsDpbf16Supported() {
 const FewRowsWeights& FewRowsLayoutOf(const LinearWeights& w) {
   return w.packed().few_rows;
 }
+
+const Int8Weights& Int8LayoutOf(const LinearWeights& w) { return w.packed().int8; }
 }  // namespace internal
 
 void LinearReference(const float* weight, const float* bias, int64_t out, int64_t in,

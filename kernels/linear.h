@@ -18,8 +18,24 @@
 namespace layerserve::kernels {
 
 // How weights are held. Activations are float32 outside; with kBfloat16 they are
-// rounded to bfloat16 for the product, which accumulates in float32.
-enum class WeightType { kFloat32, kBfloat16 };
+// rounded to bfloat16 for the product, which accumulates in float32. kInt8 is
+// weight-only quantization (linear_int8.h): symmetric int8 with one float32 scale
+// per output and group of inputs; activations stay float32 in LinearFewRows and
+// are rounded to bfloat16 in Linear, as with kBfloat16.
+enum class WeightType { kFloat32, kBfloat16, kInt8 };
+
+// Inputs per int8 scale when none is asked for: the smallest group the measurements
+// of docs/perf/2026-12-02-int8-weights.md found as fast as larger ones.
+inline constexpr int64_t kDefaultInt8GroupSize = 64;
+
+// A WeightType and, for kInt8, the inputs sharing one scale (0: all of a row's, one
+// scale per output). Converts from a WeightType (the default group size).
+struct WeightFormat {
+  WeightFormat(WeightType type, int64_t group_size = kDefaultInt8GroupSize)  // NOLINT
+      : type(type), group_size(group_size) {}
+  WeightType type;
+  int64_t group_size;
+};
 
 class LinearWeights {
  public:
@@ -27,7 +43,7 @@ class LinearWeights {
   // `in_by_out` (GPT-2's Conv1D). `bias` is [out] or null. Copies what it needs.
   // REQUIRES: in >= 1, out >= 1.
   LinearWeights(const float* weight, int64_t out, int64_t in, bool in_by_out,
-                const float* bias, WeightType type);
+                const float* bias, WeightFormat format);
   ~LinearWeights();
   LinearWeights(const LinearWeights&) = delete;
   LinearWeights& operator=(const LinearWeights&) = delete;
@@ -35,6 +51,8 @@ class LinearWeights {
   int64_t in() const { return in_; }
   int64_t out() const { return out_; }
   WeightType type() const { return type_; }
+  // Inputs per scale for kInt8 weights (a row's `in` when asked for 0); 0 otherwise.
+  int64_t group_size() const;
   // Bytes of the packed weights and bias (counted once, at packing: the server
   // asks for every decode batch whether a model's layers outgrow the cache).
   int64_t bytes() const { return bytes_; }

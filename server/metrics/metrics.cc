@@ -246,7 +246,12 @@ Metrics::Metrics()
                        .Name("layerserve_queue_depth")
                        .Help("Requests waiting in the batcher's queues.")
                        .Register(*registry_)
-                       .Add({})) {
+                       .Add({})),
+      model_info_(prometheus::BuildGauge()
+                      .Name("layerserve_model_info")
+                      .Help("Always 1 per served model; the labels say how its "
+                            "weights are held.")
+                      .Register(*registry_)) {
   prometheus::BuildGauge()
       .Name("layerserve_build_info")
       .Help("Always 1; the labels describe the build and the oneDNN ISA in use.")
@@ -424,6 +429,15 @@ void Metrics::SessionTokens(int64_t tokens) {
 
 void Metrics::DecodeStep(absl::Duration took) {
   decode_step_duration_.Observe(absl::ToDoubleSeconds(took));
+}
+
+void Metrics::ModelInfo(absl::string_view model, absl::string_view weight_dtype,
+                        int64_t weight_group_size) {
+  model_info_
+      .Add({{"model", std::string(model)},
+            {"weight_dtype", std::string(weight_dtype)},
+            {"weight_group_size", std::to_string(weight_group_size)}})
+      .Set(1);
 }
 
 void Metrics::AttentionEntropy(absl::string_view model, double nats) {

@@ -66,6 +66,13 @@ class Metrics {
   void SessionTokens(int64_t tokens);
   void DecodeStep(absl::Duration took);
 
+  // layerserve_model_info{model, weight_dtype, weight_group_size} = 1 for a model
+  // the server serves: how its weights are held (weight_dtype as ModelInfo names it,
+  // "FLOAT32", "BFLOAT16" or "INT8"; weight_group_size as ModelInfo's, 0 but for
+  // INT8). Called once per model at start-up.
+  void ModelInfo(absl::string_view model, absl::string_view weight_dtype,
+                 int64_t weight_group_size);
+
  private:
   // One labelled series, found in its family on first use and remembered: a
   // family's Add() hashes the labels, builds a label map and takes a lock, about
@@ -129,6 +136,7 @@ class Metrics {
   prometheus::Histogram& decode_step_duration_;
   prometheus::Gauge& inflight_;
   prometheus::Gauge& queue_depth_;
+  prometheus::Family<prometheus::Gauge>& model_info_;
 
   absl::Mutex methods_mu_;
   // Node-based: a MethodSeries never moves once handed out.

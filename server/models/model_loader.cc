@@ -84,7 +84,7 @@ std::string LayerPrefix(const Checkpoint& checkpoint, const std::string& wrapped
 
 absl::StatusOr<kernels::BlockWeights> LoadLlamaBlock(const ModelConfig& c,
                                                      const TensorReader& r,
-                                                     kernels::WeightType type) {
+                                                     kernels::WeightFormat format) {
   const int64_t d = c.hidden_size, dh = c.head_dim, f = c.intermediate_size;
   const int64_t qw = c.num_heads * dh, kvw = c.num_kv_heads * dh;
   kernels::BlockWeights w;
@@ -106,11 +106,12 @@ absl::StatusOr<kernels::BlockWeights> LoadLlamaBlock(const ModelConfig& c,
     Append(qkv_bias, part);
   }
   w.qkv = std::make_unique<LinearWeights>(qkv.data(), qw + 2 * kvw, d, false,
-                                          qkv_bias.data(), type);
+                                          qkv_bias.data(), format);
   ASSIGN_OR_RETURN(std::vector<float> o, r.Read("self_attn.o_proj.weight", {d, qw}));
   ASSIGN_OR_RETURN(std::vector<float> o_bias,
                    r.ReadOrZeros(c.output_bias, "self_attn.o_proj.bias", d));
-  w.output = std::make_unique<LinearWeights>(o.data(), d, qw, false, o_bias.data(), type);
+  w.output =
+      std::make_unique<LinearWeights>(o.data(), d, qw, false, o_bias.data(), format);
   std::vector<float> gate_up, gate_up_bias;
   for (const char* name : {"gate", "up"}) {
     ASSIGN_OR_RETURN(std::vector<float> part,
@@ -121,18 +122,18 @@ absl::StatusOr<kernels::BlockWeights> LoadLlamaBlock(const ModelConfig& c,
     Append(gate_up_bias, part);
   }
   w.up = std::make_unique<LinearWeights>(gate_up.data(), 2 * f, d, false,
-                                         gate_up_bias.data(), type);
+                                         gate_up_bias.data(), format);
   ASSIGN_OR_RETURN(std::vector<float> down, r.Read("mlp.down_proj.weight", {d, f}));
   ASSIGN_OR_RETURN(std::vector<float> down_bias,
                    r.ReadOrZeros(c.mlp_bias, "mlp.down_proj.bias", d));
   w.down =
-      std::make_unique<LinearWeights>(down.data(), d, f, false, down_bias.data(), type);
+      std::make_unique<LinearWeights>(down.data(), d, f, false, down_bias.data(), format);
   return w;
 }
 
 absl::StatusOr<kernels::BlockWeights> LoadGpt2Block(const ModelConfig& c,
                                                     const TensorReader& r,
-                                                    kernels::WeightType type) {
+                                                    kernels::WeightFormat format) {
   const int64_t d = c.hidden_size, f = c.intermediate_size;
   kernels::BlockWeights w;
   ASSIGN_OR_RETURN(w.attn_norm_weight, r.Read("ln_1.weight", {d}));
@@ -145,7 +146,7 @@ absl::StatusOr<kernels::BlockWeights> LoadGpt2Block(const ModelConfig& c,
     ASSIGN_OR_RETURN(std::vector<float> weight, r.Read(name + ".weight", {in, out}));
     ASSIGN_OR_RETURN(std::vector<float> bias, r.Read(name + ".bias", {out}));
     return std::make_unique<LinearWeights>(weight.data(), out, in, true, bias.data(),
-                                           type);
+                                           format);
   };
   ASSIGN_OR_RETURN(w.qkv, conv1d("attn.c_attn", d, 3 * d));
   ASSIGN_OR_RETURN(w.output, conv1d("attn.c_proj", d, d));
@@ -156,7 +157,7 @@ absl::StatusOr<kernels::BlockWeights> LoadGpt2Block(const ModelConfig& c,
 
 absl::StatusOr<kernels::BlockWeights> LoadNeoxBlock(const ModelConfig& c,
                                                     const TensorReader& r,
-                                                    kernels::WeightType type) {
+                                                    kernels::WeightFormat format) {
   const int64_t d = c.hidden_size, f = c.intermediate_size, h = c.num_heads;
   const int64_t dh = c.head_dim;
   kernels::BlockWeights w;
@@ -183,12 +184,13 @@ absl::StatusOr<kernels::BlockWeights> LoadNeoxBlock(const ModelConfig& c,
     }
   }
   w.qkv = std::make_unique<LinearWeights>(qkv.data(), 3 * h * dh, d, false,
-                                          qkv_bias.data(), type);
+                                          qkv_bias.data(), format);
   auto linear = [&](const std::string& name, int64_t out, int64_t in,
                     bool bias) -> absl::StatusOr<std::unique_ptr<LinearWeights>> {
     ASSIGN_OR_RETURN(std::vector<float> weight, r.Read(name + ".weight", {out, in}));
     ASSIGN_OR_RETURN(std::vector<float> b, r.ReadOrZeros(bias, name + ".bias", out));
-    return std::make_unique<LinearWeights>(weight.data(), out, in, false, b.data(), type);
+    return std::make_unique<LinearWeights>(weight.data(), out, in, false, b.data(),
+                                           format);
   };
   ASSIGN_OR_RETURN(w.output, linear("attention.dense", d, h * dh, c.output_bias));
   ASSIGN_OR_RETURN(w.up, linear("mlp.dense_h_to_4h", f, d, c.mlp_bias));
@@ -221,7 +223,7 @@ kernels::BlockConfig ToBlockConfig(const ModelConfig& c) {
 }
 
 absl::StatusOr<std::vector<kernels::BlockWeights>> LoadBlocks(
-    const ModelConfig& c, const Checkpoint& checkpoint, kernels::WeightType type,
+    const ModelConfig& c, const Checkpoint& checkpoint, kernels::WeightFormat format,
     int64_t layer_start, int64_t layer_end) {
   std::string prefix;
   switch (c.family) {
@@ -243,13 +245,13 @@ absl::StatusOr<std::vector<kernels::BlockWeights>> LoadBlocks(
     absl::StatusOr<kernels::BlockWeights> block;
     switch (c.family) {
       case BlockFamily::kLlama:
-        block = LoadLlamaBlock(c, reader, type);
+        block = LoadLlamaBlock(c, reader, format);
         break;
       case BlockFamily::kGpt2:
-        block = LoadGpt2Block(c, reader, type);
+        block = LoadGpt2Block(c, reader, format);
         break;
       case BlockFamily::kGptNeox:
-        block = LoadNeoxBlock(c, reader, type);
+        block = LoadNeoxBlock(c, reader, format);
         break;
     }
     if (!block.ok()) return block.status();

@@ -23,7 +23,7 @@ kernels::BlockConfig ToBlockConfig(const ModelConfig& config);
 // the file, where it is at fault) for a missing tensor, a wrong shape or a
 // non-float dtype.
 absl::StatusOr<std::vector<kernels::BlockWeights>> LoadBlocks(
-    const ModelConfig& config, const Checkpoint& checkpoint, kernels::WeightType type,
+    const ModelConfig& config, const Checkpoint& checkpoint, kernels::WeightFormat format,
     int64_t layer_start, int64_t layer_end);
 
 }  // namespace layerserve

@@ -113,20 +113,42 @@ ModelRepository::ModelRepository(std::vector<std::unique_ptr<Model>> models)
   }
 }
 
+v1::DataType WeightDtype(kernels::WeightType type) {
+  switch (type) {
+    case kernels::WeightType::kFloat32:
+      return v1::FLOAT32;
+    case kernels::WeightType::kBfloat16:
+      return v1::BFLOAT16;
+    case kernels::WeightType::kInt8:
+      return v1::INT8;
+  }
+  return v1::DATA_TYPE_UNSPECIFIED;
+}
+
+namespace {
+
+void SetWeightFormat(const kernels::WeightFormat& format, Model& model) {
+  model.weight_type = format.type;
+  model.weight_group_size =
+      format.type == kernels::WeightType::kInt8 ? format.group_size : 0;
+}
+
+}  // namespace
+
 std::unique_ptr<Model> ModelRepository::LoadModel(const std::string& name,
                                                   const std::string& dir,
-                                                  kernels::WeightType type,
+                                                  kernels::WeightFormat format,
                                                   LayerSpan span) {
   auto model = std::make_unique<Model>();
   model->name = name;
-  model->weight_type = type;
+  SetWeightFormat(format, *model);
   absl::Status status = [&]() -> absl::Status {
     ASSIGN_OR_RETURN(std::string text, ReadFile(dir + "/config.json"));
     ASSIGN_OR_RETURN(model->config, ParseModelConfig(text, dir + "/config.json"));
     model->block = ToBlockConfig(model->config);
     RETURN_IF_ERROR(SetSpan(span, *model));
     ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
-    ASSIGN_OR_RETURN(model->blocks, LoadBlocks(model->config, checkpoint, type,
+    ASSIGN_OR_RETURN(model->blocks, LoadBlocks(model->config, checkpoint, format,
                                                model->span_start, model->span_end));
     return absl::OkStatus();
   }();
@@ -138,7 +160,7 @@ std::unique_ptr<Model> ModelRepository::LoadModel(const std::string& name,
 }
 
 absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
-    const std::string& dir, kernels::WeightType type, LayerSpan span) {
+    const std::string& dir, kernels::WeightFormat format, LayerSpan span) {
   std::error_code error;
   fs::directory_iterator it(dir, error);
   if (error) {
@@ -149,18 +171,18 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
   for (const fs::directory_entry& entry : it) {
     if (!entry.is_directory() || !fs::exists(entry.path() / "config.json")) continue;
     models.push_back(
-        LoadModel(entry.path().filename().string(), entry.path().string(), type, span));
+        LoadModel(entry.path().filename().string(), entry.path().string(), format, span));
   }
   return std::unique_ptr<ModelRepository>(new ModelRepository(std::move(models)));
 }
 
-std::unique_ptr<ModelRepository> ModelRepository::Demo(kernels::WeightType type,
+std::unique_ptr<ModelRepository> ModelRepository::Demo(kernels::WeightFormat format,
                                                        LayerSpan span) {
   auto model = std::make_unique<Model>();
   model->name = "demo";
   model->config = DemoConfig();
   model->block = ToBlockConfig(model->config);
-  model->weight_type = type;
+  SetWeightFormat(format, *model);
   const ModelConfig& c = model->config;
   if (absl::Status status = SetSpan(span, *model); !status.ok()) {
     model->error = std::string(status.message());
@@ -180,7 +202,7 @@ std::unique_ptr<ModelRepository> ModelRepository::Demo(kernels::WeightType type,
       const std::vector<float> weight = DemoValues(rng, out * in);
       if (!served) return nullptr;
       return std::make_unique<kernels::LinearWeights>(weight.data(), out, in, false,
-                                                      nullptr, type);
+                                                      nullptr, format);
     };
     w.qkv = linear(qkv_out, d);
     w.output = linear(d, c.num_heads * c.head_dim);
@@ -234,8 +256,8 @@ void ModelRepository::Describe(const Model& m, v1::ModelInfo* info) const {
   info->set_norm(c.rms_norm ? v1::RMS_NORM : v1::LAYER_NORM);
   info->set_norm_epsilon(c.norm_epsilon);
   info->set_max_position_embeddings(c.max_position_embeddings);
-  info->set_weight_dtype(m.weight_type == kernels::WeightType::kFloat32 ? v1::FLOAT32
-                                                                        : v1::BFLOAT16);
+  info->set_weight_dtype(WeightDtype(m.weight_type));
+  info->set_weight_group_size(static_cast<int32_t>(m.weight_group_size));
   if (c.has_rope) {
     v1::RopeConfig* rope = info->mutable_rope();
     rope->set_theta(c.rope_theta);

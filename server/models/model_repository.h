@@ -28,6 +28,9 @@ struct Model {
   // them unless --layers names fewer. blocks holds exactly those.
   int64_t span_start = 0;
   int64_t span_end = 0;
+  // kInt8 weights' inputs per scale as asked for (--weight-group-size; 0: one scale
+  // per output). 0 for the other types.
+  int64_t weight_group_size = 0;
   std::vector<kernels::BlockWeights> blocks;  // Empty when loading failed.
   std::string error;                          // Why loading failed; empty if ready.
 
@@ -38,23 +41,25 @@ struct Model {
   }
 };
 
+// How ModelInfo.weight_dtype names `type` (FLOAT32, BFLOAT16, INT8).
+v1::DataType WeightDtype(kernels::WeightType type);
+
 class ModelRepository {
  public:
   // Loads every sub-directory of `dir` that holds a config.json. Fails only if
   // `dir` cannot be listed; each model's own failure is kept in that model.
   // `span`: the layers of each model to load and serve; a model with fewer
   // layers than span.end is FAILED.
-  static absl::StatusOr<std::unique_ptr<ModelRepository>> Load(const std::string& dir,
-                                                               kernels::WeightType type,
-                                                               LayerSpan span = {});
+  static absl::StatusOr<std::unique_ptr<ModelRepository>> Load(
+      const std::string& dir, kernels::WeightFormat format, LayerSpan span = {});
   // The built-in `demo` model: Llama-style, hidden 512, 8 heads, 2 KV heads,
   // d_ff 1408, 4 layers, weights from a fixed seed (the same weights per layer
   // whatever `span` holds).
-  static std::unique_ptr<ModelRepository> Demo(kernels::WeightType type,
+  static std::unique_ptr<ModelRepository> Demo(kernels::WeightFormat format,
                                                LayerSpan span = {});
   // One model from a checkpoint directory (used by Load and by tests).
   static std::unique_ptr<Model> LoadModel(const std::string& name, const std::string& dir,
-                                          kernels::WeightType type, LayerSpan span = {});
+                                          kernels::WeightFormat format, LayerSpan span = {});
 
   // NOT_FOUND for an unknown name; FAILED_PRECONDITION for a model that failed to
   // load. An empty name is the default model.

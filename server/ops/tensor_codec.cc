@@ -27,6 +27,11 @@ absl::StatusOr<ElementType> ElementTypeFromProto(v1::DataType dtype,
           absl::StrCat(field,
                        ": dtype is DATA_TYPE_UNSPECIFIED; set FLOAT32, "
                        "BFLOAT16 or FLOAT16"));
+    case v1::INT8:
+      return absl::InvalidArgumentError(
+          absl::StrCat(field,
+                       ": dtype INT8 describes a server's weights only; tensors are "
+                       "FLOAT32, BFLOAT16 or FLOAT16"));
     default:
       return absl::InvalidArgumentError(
           absl::StrCat(field, ": unknown dtype ", static_cast<int>(dtype),

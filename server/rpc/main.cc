@@ -63,7 +63,11 @@ ABSL_FLAG(std::string, layers, "",
           "of each model, so replicas can split a model too large for one machine. "
           "Empty: every layer.");
 ABSL_FLAG(std::string, weight_dtype, "float32",
-          "How block weights are held: float32 or bfloat16.");
+          "How block weights are held: float32, bfloat16 or int8 (weight-only: "
+          "symmetric int8 with a float scale per output and group of inputs).");
+ABSL_FLAG(int64_t, weight_group_size, layerserve::kernels::kDefaultInt8GroupSize,
+          "With --weight-dtype=int8: inputs sharing one scale; 0 = one scale per "
+          "output.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(30),
           "On SIGTERM/SIGINT, how long accepted RPCs may take to finish before they "
           "are cancelled.");
@@ -270,15 +274,26 @@ int Run() {
   }
 
   const std::string weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
-  if (weight_dtype != "float32" && weight_dtype != "bfloat16") {
+  if (weight_dtype != "float32" && weight_dtype != "bfloat16" && weight_dtype != "int8") {
     std::fprintf(stderr,
-                 "layerserve: --weight-dtype must be float32 or bfloat16, not %s\n",
+                 "layerserve: --weight-dtype must be float32, bfloat16 or int8, not %s\n",
                  weight_dtype.c_str());
     return 2;
   }
-  const kernels::WeightType weight_type = weight_dtype == "float32"
-                                              ? kernels::WeightType::kFloat32
-                                              : kernels::WeightType::kBfloat16;
+  // Bounded so that ModelInfo's int32 field holds it.
+  const int64_t weight_group_size = absl::GetFlag(FLAGS_weight_group_size);
+  if (weight_group_size < 0 || weight_group_size > INT32_MAX) {
+    std::fprintf(stderr,
+                 "layerserve: --weight-group-size must be 0 (one scale per output) or "
+                 "in [1, %d], not %lld\n",
+                 INT32_MAX, static_cast<long long>(weight_group_size));
+    return 2;
+  }
+  const kernels::WeightFormat weight_type(
+      weight_dtype == "float32"    ? kernels::WeightType::kFloat32
+      : weight_dtype == "bfloat16" ? kernels::WeightType::kBfloat16
+                                   : kernels::WeightType::kInt8,
+      weight_group_size);
   const absl::StatusOr<LayerSpan> span = ParseLayerSpan(absl::GetFlag(FLAGS_layers));
   if (!span.ok()) {
     std::fprintf(stderr, "layerserve: %s\n",
@@ -347,6 +362,11 @@ int Run() {
   }
 
   Metrics metrics;
+  for (const auto& model : models->models()) {
+    if (!model->ready()) continue;
+    metrics.ModelInfo(model->name, v1::DataType_Name(WeightDtype(model->weight_type)),
+                      model->weight_group_size);
+  }
   std::optional<prometheus::Exposer> exposer;
   std::string metrics_host = absl::GetFlag(FLAGS_metrics_host);
   if (metrics_host.empty()) metrics_host = host;

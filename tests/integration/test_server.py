@@ -169,7 +169,9 @@ def test_warm_up_runs_every_model_before_serving_and_leaves_no_trace():
 
 @pytest.mark.parametrize("flag", ["--max-batch-rows=0", "--max-queue-size=0",
                                   "--max-queue-delay-us=-1", "--max-gather-delay-us=-1",
-                                  "--kv-cache-dtype=float16", "--prefill-chunk-tokens=-1"])
+                                  "--kv-cache-dtype=float16", "--prefill-chunk-tokens=-1",
+                                  "--weight-dtype=int4", "--weight-group-size=-1",
+                                  "--weight-group-size=4294967296"])
 def test_bad_batching_flags_exit_2_naming_the_flag(flag):
     result = subprocess.run([SERVER, "--host=127.0.0.1", "--port=0", "--metrics-port=-1", flag],
                             capture_output=True, text=True, timeout=60)
@@ -195,6 +197,7 @@ def test_help_lists_every_flag_as_the_docs_write_it():
     assert listed["--max-batch-rows"] == "512"
     assert listed["--shutdown-grace"] == "30s"
     assert listed["--weight-dtype"] == '"float32"'
+    assert listed["--weight-group-size"] == "64"
     assert "Worker threads that run kernels; 0 = one per online CPU." in text
     assert not re.search(r"^ *--\w*_", text, re.M), "a flag named with underscores"
     # Every flag of README's table ("Server flags") is listed.

@@ -121,5 +121,30 @@ TEST(MetricsTest, RequestsAreCountedInTheSeriesThatExistedBefore) {
             3);
 }
 
+// layerserve_model_info: one gauge at 1 per model, labelled with how its weights
+// are held.
+TEST(MetricsTest, ModelInfoLabelsTheWeightDtypeAndGroupSize) {
+  Metrics metrics;
+  metrics.ModelInfo("llama", "INT8", 64);
+  metrics.ModelInfo("gpt2", "BFLOAT16", 0);
+  std::map<Labels, double> gauges;
+  for (const prometheus::MetricFamily& family : metrics.registry()->Collect()) {
+    if (family.name != "layerserve_model_info") continue;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      Labels labels;
+      for (const auto& label : metric.label) labels[label.name] = label.value;
+      gauges[labels] = metric.gauge.value;
+    }
+  }
+  EXPECT_THAT(gauges, ElementsAre(Pair(Labels{{"model", "gpt2"},
+                                              {"weight_dtype", "BFLOAT16"},
+                                              {"weight_group_size", "0"}},
+                                       1.0),
+                                  Pair(Labels{{"model", "llama"},
+                                              {"weight_dtype", "INT8"},
+                                              {"weight_group_size", "64"}},
+                                       1.0)));
+}
+
 }  // namespace
 }  // namespace layerserve

@@ -53,6 +53,17 @@ TEST(TensorCodecTest, RejectsUnknownDtype) {
                HasSubstr("weight.dtype: unknown dtype 7")));
 }
 
+// INT8 is a weight dtype (ModelInfo.weight_dtype), never a tensor's or an output's.
+TEST(TensorCodecTest, RejectsInt8AsATensorOrOutputDtype) {
+  EXPECT_THAT(ValidateTensor(MakeTensor({2}, v1::INT8, 2), "input", {1, 8}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("input.dtype: dtype INT8 describes a server's weights "
+                                 "only")));
+  EXPECT_THAT(ResolveOutputType(v1::INT8, ElementType::kFloat32, "output_dtype"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("output_dtype: dtype INT8")));
+}
+
 TEST(TensorCodecTest, RejectsEmptyShapeWhereRankIsRequired) {
   EXPECT_THAT(ValidateTensor(MakeTensor({}, v1::FLOAT32, 4), "input", {1, 8}),
               StatusIs(absl::StatusCode::kInvalidArgument,

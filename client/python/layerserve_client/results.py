@@ -59,11 +59,12 @@ class ModelInfo:
     norm_epsilon: float
     rope: Optional[RopeConfig]  # None for models without rotary positions (GPT-2).
     max_position_embeddings: int
-    weight_dtype: str          # FLOAT32 or BFLOAT16
+    weight_dtype: str          # FLOAT32, BFLOAT16 or INT8
     # The layers this server serves (--layers): span_layer_start ..
     # span_layer_start + span_num_layers - 1 of num_layers. 0, 0 when FAILED.
     span_layer_start: int = 0
     span_num_layers: int = 0
+    weight_group_size: int = 0  # INT8: inputs per scale (0: one per output); else 0
 
     @classmethod
     def from_proto(cls, info: "pb.ModelInfo") -> "ModelInfo":
@@ -83,7 +84,8 @@ class ModelInfo:
             norm_epsilon=info.norm_epsilon, rope=rope,
             max_position_embeddings=info.max_position_embeddings,
             weight_dtype=pb.DataType.Name(info.weight_dtype),
-            span_layer_start=info.span_layer_start, span_num_layers=info.span_num_layers)
+            span_layer_start=info.span_layer_start, span_num_layers=info.span_num_layers,
+            weight_group_size=info.weight_group_size)
 
 
 def scaling_to_dict(scaling: "pb.RopeScaling") -> Dict[str, object]:
