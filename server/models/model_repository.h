@@ -59,7 +59,8 @@ class ModelRepository {
                                                LayerSpan span = {});
   // One model from a checkpoint directory (used by Load and by tests).
   static std::unique_ptr<Model> LoadModel(const std::string& name, const std::string& dir,
-                                          kernels::WeightFormat format, LayerSpan span = {});
+                                          kernels::WeightFormat format,
+                                          LayerSpan span = {});
 
   // NOT_FOUND for an unknown name; FAILED_PRECONDITION for a model that failed to
   // load. An empty name is the default model.

@@ -1,12 +1,12 @@
 // The warm-up before serving (--warm-up, on by default). Each compute worker runs,
 // for every model that loaded, one BlockForward of kWarmUpTokens tokens through
-// all of the model's layers this server serves (--layers), and a session's prefill of as many tokens followed by
-// one decode step. So what a worker's first calls would otherwise pay (oneDNN
-// creating and JIT-compiling its matmul primitives, the worker's buffers, the KV
-// cache's first blocks) is paid before the health service says SERVING. A call
-// with another number of tokens still creates the primitives of its own shape on
-// first use (about 20 ms on the demo model); what the warm-up saves is the
-// one-time part, many times that (docs/OPERATIONS.md, "Warm-up").
+// all of the model's layers this server serves (--layers), and a session's prefill of as
+// many tokens followed by one decode step. So what a worker's first calls would otherwise
+// pay (oneDNN creating and JIT-compiling its matmul primitives, the worker's buffers, the
+// KV cache's first blocks) is paid before the health service says SERVING. A call with
+// another number of tokens still creates the primitives of its own shape on first use
+// (about 20 ms on the demo model); what the warm-up saves is the one-time part, many
+// times that (docs/OPERATIONS.md, "Warm-up").
 #ifndef LAYERSERVE_SERVER_RPC_WARM_UP_H_
 #define LAYERSERVE_SERVER_RPC_WARM_UP_H_
 
