@@ -41,7 +41,8 @@ Call::Call(Call&& other) noexcept
       tracker_(other.tracker_),
       response_(other.response_),
       start_(other.start_),
-      pending_(other.pending_) {
+      pending_(other.pending_),
+      admitted_(other.admitted_) {
   other.pending_ = false;
 }
 
@@ -84,7 +85,7 @@ void Call::Finish(const grpc::Status& status) {
   } catch (...) {
   }
   reactor_->Finish(status);
-  tracker_->Finished();
+  tracker_->Finished(admitted_);
 }
 
 void Call::FinishWithCurrentException() {

@@ -49,6 +49,13 @@ class Call {
   // request runs in parts and some have run (the message says the rest did not).
   grpc::Status CheckStillWanted(bool between_parts = false) const;
 
+  // The server is not draining and the call will be computed (CallTracker::
+  // admitted()). Once, while pending().
+  void Admit() {
+    admitted_ = true;
+    tracker_->Admitted();
+  }
+
   // Answers `status` and records it (metrics first: the response may go with the
   // answer). Does nothing if not pending().
   void Finish(const grpc::Status& status);
@@ -65,6 +72,7 @@ class Call {
   const google::protobuf::Message* const response_;
   const absl::Time start_;
   bool pending_ = true;
+  bool admitted_ = false;
 };
 
 }  // namespace layerserve

@@ -19,13 +19,26 @@ class CallTracker {
     ++inflight_;
     last_arrival_ = absl::Now();
   }
-  void Finished() {
+  // A started call that passed the draining check: it will be computed.
+  void Admitted() {
+    absl::MutexLock lock(&mu_);
+    ++admitted_;
+  }
+  void Finished(bool admitted) {
     absl::MutexLock lock(&mu_);
     --inflight_;
+    if (admitted) --admitted_;
   }
   int64_t inflight() const {
     absl::MutexLock lock(&mu_);
     return inflight_;
+  }
+  // Calls in flight that were admitted: what a drain lets finish. inflight() also
+  // counts calls being refused (a call counts from its handler's first line, before
+  // it sees that the server drains).
+  int64_t admitted() const {
+    absl::MutexLock lock(&mu_);
+    return admitted_;
   }
 
   // Waits until no call is in flight and none has arrived for `quiet`, or until
@@ -44,6 +57,7 @@ class CallTracker {
  private:
   mutable absl::Mutex mu_;
   int64_t inflight_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t admitted_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_arrival_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 

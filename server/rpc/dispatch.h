@@ -314,6 +314,7 @@ grpc::ServerUnaryReactor* Dispatch(const DispatchContext& service,
       call.Finish(DrainingStatus());
       return reactor;
     }
+    call.Admit();
     absl::StatusOr<typename Op::Job> job = Op::Parse(request, service.parse);
     if (!job.ok()) {
       call.Finish(ToGrpcStatus(job.status()));

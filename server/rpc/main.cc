@@ -500,7 +500,7 @@ int Run() {
   service.StartDraining();
   const absl::Time deadline = absl::Now() + grace;
   std::printf("layerserve: signal %d, draining %lld accepted calls (grace %s)\n",
-              signal_number, static_cast<long long>(service.calls().inflight()),
+              signal_number, static_cast<long long>(service.calls().admitted()),
               absl::FormatDuration(grace).c_str());
   std::fflush(stdout);
   if (!service.calls().AwaitIdle(kDrainQuietPeriod, deadline)) {

@@ -75,6 +75,7 @@ grpc::ServerUnaryReactor* LayerServiceImpl::ListModels(
       call.Finish(DrainingStatus());
       return call.reactor();
     }
+    call.Admit();
     for (const auto& model : models_->models()) {
       models_->Describe(*model, response->add_models());
     }
@@ -94,6 +95,7 @@ grpc::ServerUnaryReactor* LayerServiceImpl::GetModel(grpc::CallbackServerContext
       call.Finish(DrainingStatus());
       return call.reactor();
     }
+    call.Admit();
     const std::string& name = request->name();
     const Model* found = name.empty() ? models_->default_model() : nullptr;
     for (const auto& model : models_->models()) {
@@ -123,6 +125,7 @@ grpc::ServerUnaryReactor* LayerServiceImpl::OpenSession(
       call.Finish(DrainingStatus());
       return call.reactor();
     }
+    call.Admit();
     absl::StatusOr<LayerRange> range = ResolveLayerRange(
         *models_, request->model(), request->layer_start(), request->num_layers());
     absl::StatusOr<std::string> id =
