@@ -148,8 +148,9 @@ class Batcher : public kernels::ParallelFor {
     ++each_round_;
     each_left_ = static_cast<int>(threads_.size());
     wake_.SignalAll();
-    mu_.Await(absl::Condition(
-        +[](int* left) { return *left == 0; }, &each_left_));
+    // A CondVar wait, as the workers' own (an absl::Condition here was a data race
+    // under TSan: Debian's absl evaluates it outside what TSan sees of the lock).
+    while (each_left_ > 0) wake_.Wait(&mu_);
     each_ = nullptr;
   }
 
@@ -210,7 +211,7 @@ class Batcher : public kernels::ParallelFor {
         mu_.Unlock();
         (*fn)(context);
         mu_.Lock();
-        --each_left_;
+        if (--each_left_ == 0) wake_.SignalAll();  // The caller waits on wake_.
         continue;
       }
       if (stopping_ && queues_.size() == 0) return;
