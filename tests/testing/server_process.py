@@ -55,8 +55,12 @@ class ServerProcess:
         self._reader = threading.Thread(target=read_output, daemon=True)
         self._reader.start()
         if not ready.wait(timeout=30) or not self.target:
+            code = self.proc.poll()
             self.proc.kill()
-            raise RuntimeError("layerserve did not start:\n" + "".join(self.lines))
+            # A sanitizer build that halts writes its report to its log_path, not
+            # here: the exit code (66 for TSan, 1 for ASan) says to look there.
+            how = "still running after 30 s" if code is None else f"exited with {code}"
+            raise RuntimeError(f"layerserve did not start ({how}):\n" + "".join(self.lines))
 
     def metrics(self) -> str:
         with urllib.request.urlopen(self.metrics_url, timeout=10) as response:
