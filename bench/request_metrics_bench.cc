@@ -26,7 +26,7 @@ void BM_NormalizeRequestMetrics(benchmark::State& state) {
     metrics.OutputValues("Normalize", output);
     metrics.Saturated(ElementType::kFloat32, 0);
     metrics.ZeroVarianceRows(0);
-    metrics.RequestFinished("Normalize", grpc::StatusCode::OK, absl::Microseconds(9),
+    metrics.RequestFinished("Normalize", "", grpc::StatusCode::OK, absl::Microseconds(9),
                             1060);
   }
 }

@@ -234,9 +234,8 @@ Metrics::Metrics()
       decode_step_duration_(prometheus::BuildHistogram()
                                 .Name("layerserve_decode_step_duration_seconds")
                                 .Help("Handler-to-finish time of one-token session "
-                                      "calls.")
-                                .Register(*registry_)
-                                .Add({}, LatencyBuckets())),
+                                      "calls, by model.")
+                                .Register(*registry_)),
       inflight_(prometheus::BuildGauge()
                     .Name("layerserve_inflight_requests")
                     .Help("RPCs accepted and not yet finished.")
@@ -287,14 +286,18 @@ Metrics::Metrics()
   }
 }
 
-Metrics::MethodSeries& Metrics::Series(absl::string_view method) {
+Metrics::MethodSeries& Metrics::Series(absl::string_view method,
+                                       absl::string_view model) {
+  // Neither a method nor a model (a directory's name) holds a '/'.
+  const std::string key =
+      model.empty() ? std::string(method) : absl::StrCat(method, "/", model);
   {
     absl::ReaderMutexLock lock(&methods_mu_);
-    auto it = methods_.find(method);
+    auto it = methods_.find(key);
     if (it != methods_.end()) return *it->second;
   }
   absl::MutexLock lock(&methods_mu_);
-  std::unique_ptr<MethodSeries>& series = methods_[method];
+  std::unique_ptr<MethodSeries>& series = methods_[key];
   if (series == nullptr) series = std::make_unique<MethodSeries>();
   return *series;
 }
@@ -309,21 +312,23 @@ void Metrics::RequestStarted(absl::string_view method, int64_t request_bytes) {
       .Increment(static_cast<double>(request_bytes));
 }
 
-void Metrics::RequestFinished(absl::string_view method, grpc::StatusCode code,
-                              absl::Duration elapsed, int64_t response_bytes) {
+void Metrics::RequestFinished(absl::string_view method, absl::string_view model,
+                              grpc::StatusCode code, absl::Duration elapsed,
+                              int64_t response_bytes) {
   inflight_.Decrement();
-  MethodSeries& series = Series(method);
+  MethodSeries& series = Series(method, model);
+  prometheus::Labels labels = {{"method", std::string(method)}};
+  if (!model.empty()) labels.emplace("model", std::string(model));
   const auto count_request = [&]() -> prometheus::Counter& {
-    return requests_total_.Add(
-        {{"method", std::string(method)}, {"code", StatusCodeName(code)}});
+    prometheus::Labels with_code = labels;
+    with_code.emplace("code", StatusCodeName(code));
+    return requests_total_.Add(with_code);
   };
   // Errors are rarer, and of many codes: looked up each time.
   (code == grpc::StatusCode::OK ? series.requests_ok.Get(count_request) : count_request())
       .Increment();
   series.request_duration
-      .Get([&]() -> auto& {
-        return request_duration_.Add({{"method", std::string(method)}}, LatencyBuckets());
-      })
+      .Get([&]() -> auto& { return request_duration_.Add(labels, LatencyBuckets()); })
       .Observe(absl::ToDoubleSeconds(elapsed));
   if (response_bytes > 0) {
     series.response_bytes
@@ -427,8 +432,14 @@ void Metrics::SessionTokens(int64_t tokens) {
       .Increment(static_cast<double>(tokens));
 }
 
-void Metrics::DecodeStep(absl::Duration took) {
-  decode_step_duration_.Observe(absl::ToDoubleSeconds(took));
+void Metrics::DecodeStep(absl::string_view model, absl::Duration took) {
+  Series("BlockForward", model)
+      .decode_step_duration
+      .Get([&]() -> auto& {
+        return decode_step_duration_.Add({{"model", std::string(model)}},
+                                         LatencyBuckets());
+      })
+      .Observe(absl::ToDoubleSeconds(took));
 }
 
 void Metrics::ModelInfo(absl::string_view model, absl::string_view weight_dtype,
@@ -438,6 +449,13 @@ void Metrics::ModelInfo(absl::string_view model, absl::string_view weight_dtype,
             {"weight_dtype", std::string(weight_dtype)},
             {"weight_group_size", std::to_string(weight_group_size)}})
       .Set(1);
+  for (const char* method : {"BlockForward", "OpenSession"}) {
+    for (grpc::StatusCode code : kAnsweredCodes) {
+      requests_total_.Add({{"method", method},
+                           {"model", std::string(model)},
+                           {"code", StatusCodeName(code)}});
+    }
+  }
 }
 
 void Metrics::AttentionEntropy(absl::string_view model, double nats) {

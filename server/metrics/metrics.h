@@ -40,8 +40,14 @@ class Metrics {
   // An RPC was accepted by a handler (counts toward inflight_requests).
   void RequestStarted(absl::string_view method, int64_t request_bytes);
   // The RPC accepted by RequestStarted() was finished with `code` after `elapsed`.
-  void RequestFinished(absl::string_view method, grpc::StatusCode code,
-                       absl::Duration elapsed, int64_t response_bytes);
+  // `model`: the served model the call was for (BlockForward, OpenSession: the
+  // name it resolved to, so the default model's name for an empty one), which
+  // requests_total and request_duration_seconds then carry as a `model` label;
+  // empty for other methods and for calls that named no served model (an unknown
+  // name is never a label value: clients could make series without end).
+  void RequestFinished(absl::string_view method, absl::string_view model,
+                       grpc::StatusCode code, absl::Duration elapsed,
+                       int64_t response_bytes);
 
   // Batcher: tasks waiting; a batch of `size` requests and `rows` rows taken.
   void SetQueueDepth(int64_t depth);
@@ -64,12 +70,14 @@ class Metrics {
   void SessionEvicted();
   // Tokens a session call added: prefill (a call of several tokens) or decode (one).
   void SessionTokens(int64_t tokens);
-  void DecodeStep(absl::Duration took);
+  // A one-token session call of `model` took `took`, handler to finish.
+  void DecodeStep(absl::string_view model, absl::Duration took);
 
   // layerserve_model_info{model, weight_dtype, weight_group_size} = 1 for a model
   // the server serves: how its weights are held (weight_dtype as ModelInfo names it,
   // "FLOAT32", "BFLOAT16" or "INT8"; weight_group_size as ModelInfo's, 0 but for
-  // INT8). Called once per model at start-up.
+  // INT8). Called once per model at start-up; it also makes the model's request
+  // counters (BlockForward and OpenSession, every answered code) exist at 0.
   void ModelInfo(absl::string_view model, absl::string_view weight_dtype,
                  int64_t weight_group_size);
 
@@ -107,8 +115,11 @@ class Metrics {
     Remembered<prometheus::Counter> response_bytes;
     Remembered<prometheus::Histogram> output_abs_max;
     Remembered<prometheus::Histogram> output_rms;
+    Remembered<prometheus::Histogram> decode_step_duration;  // Per model.
   };
-  MethodSeries& Series(absl::string_view method);
+  // The series of `method`; with a `model`, its requests_ok and request_duration
+  // carry that model label (the other series are the method's).
+  MethodSeries& Series(absl::string_view method, absl::string_view model = "");
 
   void NonFinite(absl::string_view method, const char* where,
                  const kernels::ValueStats& stats);
@@ -133,13 +144,14 @@ class Metrics {
   prometheus::Counter& session_expiries_;
   prometheus::Counter& session_evictions_;
   prometheus::Family<prometheus::Counter>& session_tokens_;
-  prometheus::Histogram& decode_step_duration_;
+  prometheus::Family<prometheus::Histogram>& decode_step_duration_;
   prometheus::Gauge& inflight_;
   prometheus::Gauge& queue_depth_;
   prometheus::Family<prometheus::Gauge>& model_info_;
 
   absl::Mutex methods_mu_;
-  // Node-based: a MethodSeries never moves once handed out.
+  // By method, or method and model ("BlockForward/demo"). Node-based: a
+  // MethodSeries never moves once handed out.
   absl::flat_hash_map<std::string, std::unique_ptr<MethodSeries>> methods_
       ABSL_GUARDED_BY(methods_mu_);
 };

@@ -154,6 +154,7 @@ struct BlockForwardOp : OperationDefaults {
   // Not until its last chunk has run.
   static bool Finished(const Job& job) { return job.done == job.tokens; }
   static int64_t Elements(const Job& job) { return job.hidden.info.elements; }
+  static absl::string_view ModelLabel(const Job& job) { return job.model->name; }
   static kernels::ValueStats InputStats(const Job& job, const OutputHealth&) {
     return ValueStatsOf(job.hidden);
   }

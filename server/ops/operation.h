@@ -31,8 +31,8 @@
 //         const std::vector<Job*>&, const std::vector<Response*>&,
 //         const BatchAbandoned&);
 //
-// and may replace OperationDefaults' MayRunInline, Gathers, MaxBatchRows, Finished,
-// RecordComputed and End.
+// and may replace OperationDefaults' MayRunInline, ModelLabel, Gathers,
+// MaxBatchRows, Finished, RecordComputed and End.
 //
 // Run and RunBatch are called on a worker thread (or inline on a gRPC thread) with
 // that thread's WorkerContext; they may throw (oneDNN's dnnl::error,
@@ -61,6 +61,7 @@
 #include <functional>
 #include <limits>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace layerserve {
@@ -116,6 +117,12 @@ struct OperationDefaults {
   template <typename Job>
   static bool MayRunInline(const Job&) {
     return true;
+  }
+  // The served model the job is for: its request metrics' `model` label; empty
+  // for operations that name no model.
+  template <typename Job>
+  static absl::string_view ModelLabel(const Job&) {
+    return {};
   }
   // Whether the batch after a held batch of this job's key gathers
   // (BatchTask::gathers()).

@@ -41,6 +41,7 @@ Call::Call(Call&& other) noexcept
       tracker_(other.tracker_),
       response_(other.response_),
       start_(other.start_),
+      model_(std::move(other.model_)),
       pending_(other.pending_),
       admitted_(other.admitted_) {
   other.pending_ = false;
@@ -80,7 +81,7 @@ void Call::Finish(const grpc::Status& status) {
   try {
     const int64_t response_bytes =
         status.ok() && response_ != nullptr ? response_->ByteSizeLong() : 0;
-    metrics_->RequestFinished(method_, status.error_code(), absl::Now() - start_,
+    metrics_->RequestFinished(method_, model_, status.error_code(), absl::Now() - start_,
                               response_bytes);
   } catch (...) {
   }

@@ -56,6 +56,10 @@ class Call {
     tracker_->Admitted();
   }
 
+  // The served model the call is for, once known (BlockForward, OpenSession): its
+  // request metrics then carry it as their `model` label.
+  void set_model(std::string model) { model_ = std::move(model); }
+
   // Answers `status` and records it (metrics first: the response may go with the
   // answer). Does nothing if not pending().
   void Finish(const grpc::Status& status);
@@ -71,6 +75,7 @@ class Call {
   CallTracker* const tracker_;
   const google::protobuf::Message* const response_;
   const absl::Time start_;
+  std::string model_;
   bool pending_ = true;
   bool admitted_ = false;
 };

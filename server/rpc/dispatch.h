@@ -320,6 +320,7 @@ grpc::ServerUnaryReactor* Dispatch(const DispatchContext& service,
       call.Finish(ToGrpcStatus(job.status()));
       return reactor;
     }
+    call.set_model(std::string(Op::ModelLabel(*job)));
     const int64_t elements = Op::Elements(*job);
     if (elements > service.max_request_elements) {
       Op::End(*job, JobOutcome::kNotComputed);

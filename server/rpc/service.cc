@@ -128,6 +128,7 @@ grpc::ServerUnaryReactor* LayerServiceImpl::OpenSession(
     call.Admit();
     absl::StatusOr<LayerRange> range = ResolveLayerRange(
         *models_, request->model(), request->layer_start(), request->num_layers());
+    if (range.ok()) call.set_model(range->model->name);
     absl::StatusOr<std::string> id =
         range.ok() ? sessions_.Open(range->model, range->start, range->count,
                                     request->max_length())

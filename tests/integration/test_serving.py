@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from layerserve.v1 import layerserve_pb2 as pb
+from metrics_text import parse_samples
 from server_process import started, stop, wait_for
 from wire import array_tensor, values
 
@@ -302,6 +303,59 @@ def test_byte_counters_match_the_serialized_messages(server, stub):
         before_in == request.ByteSize()
     assert server.metric_sum("layerserve_response_bytes_total", method="Normalize") - \
         before_out == response.ByteSize()
+
+
+def test_block_forward_and_session_metrics_carry_the_model(server, stub):
+    """requests_total and request_duration_seconds of BlockForward and OpenSession,
+    and decode_step_duration_seconds, carry the served model's name (the default
+    model's for an empty name); a call naming no served model keeps the method's
+    series, so a client cannot make a series per name it sends."""
+    def m(name, **labels):
+        return server.metric_sum(name, **labels)
+
+    def count(method, code, **model):
+        return m("layerserve_requests_total", method=method, code=code, **model)
+
+    # Every code of the model's calls exists from start-up, at 0 or more.
+    text = server.metrics()
+    codes = {labels["code"] for labels, _ in parse_samples(text, "layerserve_requests_total")
+             if labels.get("model") == "demo" and labels["method"] == "BlockForward"}
+    assert {"OK", "INVALID_ARGUMENT", "NOT_FOUND", "OUT_OF_RANGE", "INTERNAL"} <= codes
+
+    ok = count("BlockForward", "OK", model="demo")
+    took = m("layerserve_request_duration_seconds_count", method="BlockForward",
+             model="demo")
+    stub.BlockForward(pb.BlockForwardRequest(hidden_states=array_tensor(
+        np.ones((2, DEMO_HIDDEN), np.float32), "float32")))
+    assert wait_for(lambda: count("BlockForward", "OK", model="demo") == ok + 1)
+    assert m("layerserve_request_duration_seconds_count", method="BlockForward",
+             model="demo") == took + 1
+
+    not_found = count("BlockForward", "NOT_FOUND")
+    with pytest.raises(grpc.RpcError) as refused:
+        stub.BlockForward(pb.BlockForwardRequest(model="no-such-model", hidden_states=(
+            array_tensor(np.ones((2, DEMO_HIDDEN), np.float32), "float32"))))
+    assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+    assert wait_for(lambda: count("BlockForward", "NOT_FOUND") == not_found + 1)
+    text = server.metrics()
+    for name in ["layerserve_requests_total", "layerserve_request_duration_seconds_count"]:
+        assert all(labels.get("model") != "no-such-model"
+                   for labels, _ in parse_samples(text, name)), name
+
+    opened = count("OpenSession", "OK", model="demo")
+    steps = m("layerserve_decode_step_duration_seconds_count", model="demo")
+    session = stub.OpenSession(pb.OpenSessionRequest())
+    try:
+        for tokens in [3, 1]:
+            stub.BlockForward(pb.BlockForwardRequest(
+                session_id=session.session_id,
+                hidden_states=array_tensor(np.ones((tokens, DEMO_HIDDEN), np.float32),
+                                           "float32")))
+    finally:
+        stub.CloseSession(pb.CloseSessionRequest(session_id=session.session_id))
+    assert count("OpenSession", "OK", model="demo") == opened + 1
+    assert wait_for(lambda: m("layerserve_decode_step_duration_seconds_count",
+                              model="demo") == steps + 1)
 
 
 def test_every_design_metric_is_exported_and_passes_promtool(server, stub):

@@ -288,8 +288,10 @@ class ChunkedPrefillTest : public ::testing::Test {
     return Sample("layerserve_requests_total",
                   {{"method", "BlockForward"}, {"code", code}});
   }
-  // The sample count of histogram `name`{method=BlockForward}, or a counter's value.
+  // The sample count of histogram `name`, or a counter's value, summed over the
+  // series whose labels include `want`.
   double Sample(const std::string& name, const std::map<std::string, std::string>& want) {
+    double sum = 0;
     for (const prometheus::MetricFamily& family :
          service_->metrics().registry()->Collect()) {
       if (family.name != name) continue;
@@ -299,12 +301,13 @@ class ChunkedPrefillTest : public ::testing::Test {
         bool match = true;
         for (const auto& [k, v] : want) match = match && labels[k] == v;
         if (!match) continue;
-        return family.type == prometheus::MetricType::Histogram
+        // Summed: a BlockForward of a served model is in its model's series.
+        sum += family.type == prometheus::MetricType::Histogram
                    ? static_cast<double>(metric.histogram.sample_count)
                    : metric.counter.value;
       }
     }
-    return 0;
+    return sum;
   }
   double CountOf(const std::string& histogram) {
     return Sample(histogram, {{"method", "BlockForward"}});

@@ -313,8 +313,10 @@ class ExceptionBoundaryTest : public ::testing::Test {
     return stub_->BlockForward(&context, request, response);
   }
 
-  // requests_total{method, code}: how many calls were answered with `code`.
+  // requests_total{method, code}: how many calls were answered with `code` (summed
+  // over the model label BlockForward's series may carry).
   double Answered(const std::string& method, const std::string& code) {
+    double sum = 0;
     for (const prometheus::MetricFamily& family :
          service_->metrics().registry()->Collect()) {
       if (family.name != "layerserve_requests_total") continue;
@@ -322,11 +324,11 @@ class ExceptionBoundaryTest : public ::testing::Test {
         std::map<std::string, std::string> labels;
         for (const auto& label : metric.label) labels[label.name] = label.value;
         if (labels["method"] == method && labels["code"] == code) {
-          return metric.counter.value;
+          sum += metric.counter.value;
         }
       }
     }
-    return 0;
+    return sum;
   }
 
   // The batch_size histogram of `method`: {batches, requests in them}.

@@ -93,12 +93,14 @@ TEST(MetricsTest, NonFiniteCountersOfMethodsWithTensorsStartAtZero) {
 TEST(MetricsTest, RequestsAreCountedInTheSeriesThatExistedBefore) {
   Metrics metrics;
   metrics.RequestStarted("Normalize", 10);
-  metrics.RequestFinished("Normalize", grpc::StatusCode::OK, absl::Milliseconds(1), 10);
+  metrics.RequestFinished("Normalize", "", grpc::StatusCode::OK, absl::Milliseconds(1),
+                          10);
   metrics.RequestStarted("Normalize", 10);
-  metrics.RequestFinished("Normalize", grpc::StatusCode::OK, absl::Milliseconds(1), 10);
+  metrics.RequestFinished("Normalize", "", grpc::StatusCode::OK, absl::Milliseconds(1),
+                          10);
   metrics.RequestStarted("GetModel", 10);
-  metrics.RequestFinished("GetModel", grpc::StatusCode::NOT_FOUND, absl::Milliseconds(1),
-                          0);
+  metrics.RequestFinished("GetModel", "", grpc::StatusCode::NOT_FOUND,
+                          absl::Milliseconds(1), 0);
   kernels::ValueStats stats;
   stats.count = 3;
   stats.nan = 3;
@@ -119,6 +121,63 @@ TEST(MetricsTest, RequestsAreCountedInTheSeriesThatExistedBefore) {
   EXPECT_EQ(nonfinite.size(), kValueCheckedMethods.size() * 4);
   EXPECT_EQ(nonfinite.at({{"method", "Activate"}, {"where", "output"}, {"kind", "nan"}}),
             3);
+}
+
+// {labels: sample count} of every histogram of family `name`.
+std::map<Labels, uint64_t> HistogramCounts(const Metrics& metrics,
+                                           const std::string& name) {
+  std::map<Labels, uint64_t> samples;
+  for (const prometheus::MetricFamily& family : metrics.registry()->Collect()) {
+    if (family.name != name) continue;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      Labels labels;
+      for (const auto& label : metric.label) labels[label.name] = label.value;
+      samples[labels] = metric.histogram.sample_count;
+    }
+  }
+  return samples;
+}
+
+// BlockForward and session calls of a served model carry its name; calls that
+// named none (a parse error, an unknown model) keep the method's series.
+TEST(MetricsTest, ModelCallsCarryTheModelLabel) {
+  Metrics metrics;
+  metrics.ModelInfo("llama", "BFLOAT16", 0);
+  std::map<Labels, double> requests = Counters(metrics, "layerserve_requests_total");
+  EXPECT_EQ(requests.size(), (kMethods.size() + 2) * kCodes.size());
+  for (const char* method : {"BlockForward", "OpenSession"}) {
+    for (const std::string& code : kCodes) {
+      const Labels labels = {{"method", method}, {"model", "llama"}, {"code", code}};
+      ASSERT_TRUE(requests.count(labels)) << method << " " << code;
+      EXPECT_EQ(requests.at(labels), 0);
+    }
+  }
+
+  metrics.RequestStarted("BlockForward", 10);
+  metrics.RequestFinished("BlockForward", "llama", grpc::StatusCode::OK,
+                          absl::Milliseconds(1), 10);
+  metrics.RequestStarted("BlockForward", 10);
+  metrics.RequestFinished("BlockForward", "", grpc::StatusCode::NOT_FOUND,
+                          absl::Milliseconds(1), 0);
+  metrics.DecodeStep("llama", absl::Milliseconds(2));
+
+  requests = Counters(metrics, "layerserve_requests_total");
+  std::map<Labels, double> nonzero;
+  for (const auto& [labels, value] : requests) {
+    if (value != 0) nonzero[labels] = value;
+  }
+  EXPECT_THAT(
+      nonzero,
+      ElementsAre(
+          Pair(Labels{{"method", "BlockForward"}, {"code", "NOT_FOUND"}}, 1),
+          Pair(Labels{{"method", "BlockForward"}, {"model", "llama"}, {"code", "OK"}},
+               1)));
+  EXPECT_THAT(
+      HistogramCounts(metrics, "layerserve_request_duration_seconds"),
+      ElementsAre(Pair(Labels{{"method", "BlockForward"}}, 1),
+                  Pair(Labels{{"method", "BlockForward"}, {"model", "llama"}}, 1)));
+  EXPECT_THAT(HistogramCounts(metrics, "layerserve_decode_step_duration_seconds"),
+              ElementsAre(Pair(Labels{{"model", "llama"}}, 1)));
 }
 
 // layerserve_model_info: one gauge at 1 per model, labelled with how its weights
