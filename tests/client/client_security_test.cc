@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/cpp/client.h"
+#include "client/cpp/pipeline.h"
 #include "client/cpp/tensor_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -171,6 +172,45 @@ TEST_F(ClientSecurityTest, SessionCallsCarryTheToken) {
   ClientOptions no_token = Options(*token_server_);
   EXPECT_THAT(Make(no_token)->BlockForward(step),
               StatusIs(absl::StatusCode::kUnauthenticated, kMissing));
+}
+
+// Two stages (layers 0-1 and 2-3 of the demo model, both on the token server):
+// the pipeline's BlockForward, OpenSession and CloseSession calls all carry the
+// token of its options; with a wrong one the first stage refuses.
+TEST_F(ClientSecurityTest, PipelineCallsCarryTheToken) {
+  ClientOptions options = Options(*token_server_);
+  options.token = kToken;
+  const std::vector<PipelineStage> stages = {{{token_server_->target()}, 0, 2},
+                                             {{token_server_->target()}, 2, 2}};
+  absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
+      Pipeline::Create(stages, "", options);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  absl::StatusOr<v1::ModelInfo> model = Make(options)->GetModel("");
+  ASSERT_TRUE(model.ok()) << model.status();
+  const int64_t hidden = model->hidden_size();
+  absl::StatusOr<v1::Tensor> x =
+      TensorFromFloats(std::vector<float>(2 * hidden, 0.25f), {2, hidden}, v1::FLOAT32);
+  ASSERT_TRUE(x.ok()) << x.status();
+  v1::BlockForwardRequest request;
+  *request.mutable_hidden_states() = *x;
+  absl::StatusOr<v1::BlockForwardResponse> out = (*pipeline)->Forward(request);
+  EXPECT_TRUE(out.ok()) << out.status();
+  {
+    absl::StatusOr<std::unique_ptr<PipelineSession>> session = (*pipeline)->OpenSession();
+    ASSERT_TRUE(session.ok()) << session.status();
+    absl::StatusOr<PipelineSession::StepResult> step = (*session)->Forward(*x);
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_EQ(step->length, 2);
+    EXPECT_TRUE((*session)->Close().ok());
+  }
+
+  ClientOptions wrong = options;
+  wrong.token = kWrongToken;
+  absl::StatusOr<std::unique_ptr<Pipeline>> refused = Pipeline::Create(stages, "", wrong);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  absl::StatusOr<v1::BlockForwardResponse> denied = (*refused)->Forward(request);
+  EXPECT_THAT(denied, StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr(kInvalid)));
+  EXPECT_THAT(denied.status().ToString(), Not(HasSubstr(kWrongToken)));
 }
 
 TEST_F(ClientSecurityTest, MutualTlsWithAClientCertificateFromTheCa) {

@@ -19,7 +19,7 @@ import pytest
 
 from checks import assert_close
 from conftest import MODELS, ServerProcess, stop_cleanly
-from layerserve_client import Client, LayerServeError, RetryPolicy
+from layerserve_client import Client, LayerServeError, Pipeline, RetryPolicy
 from pki import TOKENS, make_pki
 from proxy import FlakyProxy
 
@@ -184,6 +184,30 @@ def test_a_session_on_a_secured_server(request, pki, secured):
                 got.append(step.hidden_states)
         assert session.closed  # CloseSession went through too.
     assert_close(np.concatenate(got), whole, 1e-4, f"session with {secured}")
+
+
+# ---- the pipeline carries them too
+
+def test_a_pipeline_on_a_secured_server(token_server):
+    """Two stages (layers 0 and 1, both on the token server): every stage's
+    BlockForward, OpenSession and CloseSession carries the token; a wrong token is
+    UNAUTHENTICATED from the first stage and appears in no message."""
+    stages = [(token_server.target, 0, 1), (token_server.target, 1, 1)]
+    with Client(token_server.target, token=TOKENS[0], timeout=60) as client:
+        x = np.random.default_rng(27).standard_normal(
+            (4, client.get_model(MODEL).hidden_size)).astype(np.float32)
+        whole = client.block_forward(x, model=MODEL, num_layers=2)
+    with Pipeline(stages, model=MODEL, token=TOKENS[0], timeout=60) as pipeline:
+        assert_close(pipeline.forward(x), whole, 1e-5, "pipeline with a token")
+        with pipeline.open_session() as session:
+            got = [session.forward(x[:3]).hidden_states, session.forward(x[3:]).hidden_states]
+        assert_close(np.concatenate(got), whole, 1e-4, "pipeline session with a token")
+    with Pipeline(stages, model=MODEL, token=WRONG, retry=NO_RETRY) as pipeline:
+        with pytest.raises(LayerServeError) as refused:
+            pipeline.forward(x)
+        assert refused.value.code == grpc.StatusCode.UNAUTHENTICATED
+        assert INVALID in str(refused.value)
+        assert_secret_free(str(refused.value), repr(refused.value), repr(pipeline))
 
 
 # ---- arguments
