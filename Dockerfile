@@ -15,6 +15,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config ccache \
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc grpc-proto \
+      golang-github-gogo-googleapis-dev \
       libabsl-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers \
       prometheus-cpp-dev nlohmann-json3-dev libhwy-dev \
  && rm -rf /var/lib/apt/lists/*

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cpp/credentials.h"
+#include "google/rpc/status.pb.h"
 
 namespace layerserve::client {
 namespace {
@@ -159,8 +160,18 @@ absl::StatusOr<std::string> ChannelTarget(absl::string_view target) {
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   // gRPC and absl share the canonical code numbering.
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
+  absl::Status converted(static_cast<absl::StatusCode>(status.error_code()),
+                         status.error_message());
+  // Each google.rpc.Status detail as a payload under its type URL, for
+  // error_details.h to decode.
+  google::rpc::Status details;
+  if (!converted.ok() && !status.error_details().empty() &&
+      details.ParseFromString(status.error_details())) {
+    for (const google::protobuf::Any& detail : details.details()) {
+      converted.SetPayload(detail.type_url(), absl::Cord(detail.value()));
+    }
+  }
+  return converted;
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {

@@ -36,6 +36,14 @@ class BuildPyWithStubs(build_py):
             os.environ.get("PROTOC", "protoc"), "-I", proto_dir,
             f"--python_out={out}", f"--grpc_python_out={out}",
             f"--plugin=protoc-gen-grpc_python={plugin}", proto])
+        # google.rpc's error details, for LayerServeError.field_violations and
+        # retry_delay; optional (errors.py does without them).
+        googleapis = os.environ.get("LAYERSERVE_GOOGLEAPIS_DIR",
+                                    "/usr/share/gocode/src/github.com/gogo/googleapis")
+        if os.path.exists(os.path.join(googleapis, "google", "rpc", "error_details.proto")):
+            subprocess.check_call([
+                os.environ.get("PROTOC", "protoc"), "-I", googleapis, f"--python_out={out}",
+                "google/rpc/status.proto", "google/rpc/error_details.proto"])
 
 
 setup(cmdclass={"build_py": BuildPyWithStubs})

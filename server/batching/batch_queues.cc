@@ -3,15 +3,21 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/retry_delay.h"
 
 namespace layerserve {
 
 absl::Status BatchQueues::Schedule(const std::string& key,
                                    std::unique_ptr<BatchTask>& task, absl::Time now) {
   if (size_ >= options_.max_queue_size) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "server busy: ", size_, " requests already queued (--max-queue-size=",
-        options_.max_queue_size, "); retry later or on another replica"));
+    // A place frees when a worker takes a batch; a batch runs in about 1 to 100
+    // ms here (docs/BENCHMARKS.md), so a retry after the longest of them finds
+    // room unless the load itself is too high, which the client's backoff handles.
+    return WithRetryDelay(
+        absl::ResourceExhaustedError(absl::StrCat(
+            "server busy: ", size_, " requests already queued (--max-queue-size=",
+            options_.max_queue_size, "); retry later or on another replica")),
+        absl::Milliseconds(100));
   }
   task->enqueued_ = now;
   Queue& queue = queues_[key];

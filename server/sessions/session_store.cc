@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/retry_delay.h"
 #include "server/metrics/metrics.h"
 
 namespace layerserve {
@@ -136,10 +137,16 @@ absl::StatusOr<SessionLease> SessionStore::Acquire(const std::string& id,
   entry.busy = true;  // Not evictable while making room.
   if (!MakeRoomLocked(need)) {
     entry.busy = false;
-    return absl::ResourceExhaustedError(absl::StrCat(
+    absl::Status full = absl::ResourceExhaustedError(absl::StrCat(
         "KV cache full: session \"", id, "\" needs ", need, " more bytes and only ",
         options_.max_bytes - bytes_, " of --max-kv-cache-bytes=", options_.max_bytes,
         " can be freed; close idle sessions or retry later"));
+    // Bigger than the whole cache: no wait makes it fit, so no retry delay.
+    if (entry.bytes + need > options_.max_bytes) return full;
+    // What could not be freed belongs to sessions in the middle of a call; each
+    // becomes evictable when its step ends, a decode step or a prefill chunk: well
+    // under a second. Sooner would mostly find them still busy.
+    return WithRetryDelay(std::move(full), absl::Seconds(1));
   }
   entry.last_used = now;
   entry.bytes += need;

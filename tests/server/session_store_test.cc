@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "common/retry_delay.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -141,9 +142,22 @@ TEST_F(SessionStoreTest, CapThatBusySessionsFillIsResourceExhausted) {
   const std::string b = *store.Open(model_, 0, 1, 0);
   absl::StatusOr<SessionLease> held = store.Acquire(a, 1);
   ASSERT_TRUE(held.ok());
-  EXPECT_THAT(store.Acquire(b, 1),
+  const absl::Status full = store.Acquire(b, 1).status();
+  EXPECT_THAT(full,
               StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("KV cache full")));
+  // Room frees when a's call ends: worth retrying.
+  EXPECT_EQ(RetryDelayOf(full), absl::Seconds(1));
   EXPECT_THAT(store.Acquire(a, 1), StatusIs(absl::StatusCode::kAborted, ::testing::_));
+}
+
+TEST_F(SessionStoreTest, StepBiggerThanTheWholeCacheHasNoRetryDelay) {
+  SessionStore store = MakeStore(BlockBytes());
+  const std::string a = *store.Open(model_, 0, 1, 0);
+  const absl::StatusOr<SessionLease> lease =
+      store.Acquire(a, 2 * kernels::kKvBlockTokens);
+  EXPECT_THAT(lease,
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("KV cache full")));
+  EXPECT_EQ(RetryDelayOf(lease.status()), std::nullopt);
 }
 
 TEST_F(SessionStoreTest, CloseWhileInUseFreesWhenTheCallEnds) {

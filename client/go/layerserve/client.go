@@ -43,16 +43,21 @@ type Client struct {
 // plaintext. For a secured server pass WithToken or WithTokenFile (a bearer token)
 // and WithTLSFiles (TLS, with a client certificate for mutual TLS), see security.go;
 // grpc's own options go in the same list (later options win). A bad security option
-// (an unreadable file, two tokens) is Dial's error.
+// (an unreadable file, two tokens) is Dial's error. Calls that fail with UNAVAILABLE
+// are retried (retry.go): WithRetryPolicy changes how, or turns it off.
 func Dial(target string, opts ...grpc.DialOption) (*Client, error) {
 	if err := checkSecurityOptions(opts); err != nil {
 		return nil, err
 	}
-	defaults := []grpc.DialOption{
+	retry, err := retryDialOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	defaults := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(plaintext{}), // Not WithInsecure: see plaintext.go.
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(DefaultMaxMessageBytes),
 			grpc.MaxCallSendMsgSize(DefaultMaxMessageBytes)),
-	}
+	}, retry...)
 	conn, err := grpc.Dial(target, append(defaults, opts...)...)
 	if err != nil {
 		return nil, err

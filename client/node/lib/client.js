@@ -2,7 +2,8 @@
 // LayerClient: every served layerserve RPC and the standard health check, as
 // promises with a deadline on every call.
 //
-// One LayerClient holds one gRPC channel; calls on it may run concurrently. Many large
+// One LayerClient holds one gRPC channel (and a second one for session steps, which
+// are never retried: retry.js); calls on it may run concurrently. Many large
 // tensors on one channel share one HTTP/2 connection: for throughput, use a client per
 // concurrent caller (DESIGN.md "Performance facts").
 //
@@ -12,6 +13,7 @@
 const grpc = require('@grpc/grpc-js');
 const {loadLayerServe, loadHealth} = require('./proto');
 const {resolveToken, resolveCredentials, bearerInterceptor} = require('./security');
+const {DEFAULT_RETRY, resolveRetry, retryChannelOptions} = require('./retry');
 
 const DEFAULT_DEADLINE_MS = 30000;
 // The server's default --max-message-bytes; grpc-js would otherwise refuse replies
@@ -33,20 +35,31 @@ class LayerClient {
   // A bad combination, or a file that cannot be read, throws an Error naming the
   // options and the path (never the token).
   //   maxMessageBytes  send and receive limit (256 MiB, the server's default).
+//   retry            how UNAVAILABLE calls are retried (retry.js): {maxAttempts,
+//                    initialBackoffMs, maxBackoffMs, multiplier}, each defaulting to
+//                    DEFAULT_RETRY's (4 sends, 50 ms, 2 s, 2); false never retries.
+//                    Session steps (blockForward with a session_id) are sent once.
   //   protoDir, healthProto   where the .proto files are (see proto.js).
   constructor(target, options = {}) {
     const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     const token = resolveToken(options);
     const credentials = resolveCredentials(options);
     const {LayerService} = loadLayerServe(options.protoDir);
+    const retry = resolveRetry(options.retry);
     this.deadlineMs = options.deadlineMs ?? DEFAULT_DEADLINE_MS;
-    this.stub = new LayerService(target, credentials, {
+    const channelOptions = (policy) => ({
       'grpc.max_receive_message_length': maxBytes,
       'grpc.max_send_message_length': maxBytes,
+      ...retryChannelOptions(policy),
       // The token is added by this stub's interceptor, so it rides on every
       // LayerService call, sessions included, and on calls made on this.stub directly.
       ...(token === null ? {} : {interceptors: [bearerInterceptor(token)]}),
     });
+    this.stub = new LayerService(target, credentials, channelOptions(retry));
+    // Session steps' own channel, never retrying (retry.js says why); it connects on
+    // its first call only.
+    this.sessionStub = retry === null ? this.stub :
+        new LayerService(target, credentials, channelOptions(null));
     // The health stub rides on the same channel (one connection to the server),
     // without the interceptor: the health check carries no token.
     const {Health} = loadHealth(options.healthProto);
@@ -70,7 +83,8 @@ class LayerClient {
   }
 
   blockForward(request, callOptions) {
-    return this._unary(this.stub, 'BlockForward', request, callOptions);
+    const stub = request.session_id ? this.sessionStub : this.stub;
+    return this._unary(stub, 'BlockForward', request, callOptions);
   }
 
   // Resolves to the array of ModelInfo.
@@ -100,9 +114,10 @@ class LayerClient {
     return (await this._unary(this.healthStub, 'Check', {service}, callOptions)).status;
   }
 
-  // Closes the channel (shared by both stubs). Calls in flight fail with CANCELLED.
+  // Closes the channels. Calls in flight fail with CANCELLED.
   close() {
     this.stub.close();
+    if (this.sessionStub !== this.stub) this.sessionStub.close();
   }
 
   _unary(stub, method, request, callOptions = {}) {
@@ -117,4 +132,4 @@ class LayerClient {
   }
 }
 
-module.exports = {LayerClient, status: grpc.status, credentials: grpc.credentials};
+module.exports = {LayerClient, DEFAULT_RETRY, status: grpc.status, credentials: grpc.credentials};

@@ -23,6 +23,9 @@ PROTOC_HINT = (
     "--grpc_python_out=client/python/layerserve_client/_generated "
     "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin "
     "proto/layerserve/v1/layerserve.proto\n"
+    "  protoc -I /usr/share/gocode/src/github.com/gogo/googleapis "
+    "--python_out=client/python/layerserve_client/_generated "
+    "google/rpc/status.proto google/rpc/error_details.proto\n"
     "or put a directory holding layerserve/v1/layerserve_pb2.py on PYTHONPATH "
     "(CMake builds one in build/python)")
 

@@ -29,6 +29,14 @@ with layerserve_client.Client(sys.argv[1], timeout=10) as client:
     y = client.normalize(x, "rms", epsilon=0.0)
     want = x / np.sqrt((x * x).mean(-1, keepdims=True))
     assert np.allclose(y, want, rtol=1e-6), y
+    # The google.rpc stubs came along: the server's error details are read.
+    from google.rpc import error_details_pb2
+    assert error_details_pb2.__file__.startswith(sys.argv[2]), error_details_pb2.__file__
+    try:
+        client.normalize(x, "rms", weight=np.ones(3, np.float32))
+        raise AssertionError("no error")
+    except layerserve_client.LayerServeError as e:
+        assert e.field_violations == [("weight.shape", e.details)], e.field_violations
 print("ok")
 """
 
