@@ -19,7 +19,7 @@ import pytest
 from grpc_std import health_pb2, health_pb2_grpc
 from layerserve.v1 import layerserve_pb2 as pb
 from random_llama import write_random_llama
-from server_process import started, stop, wait_for
+from server_process import run_cli, started, stop, wait_for
 from wire import array_tensor
 
 HIDDEN = 64
@@ -216,6 +216,10 @@ def test_broken_replacement_keeps_the_old_version_serving(repo):
         assert info.version == 1
         assert "config.json" in info.reload_error
         assert models(stub)["m"].reload_error == info.reload_error
+        listed = run_cli("--target", process.target, "list-models").stdout
+        assert f"m: reload failed, version 1 serves: {info.reload_error}\n" in listed
+        shown = run_cli("--target", process.target, "get-model", "--model", "m").stdout
+        assert "version: 1\n" in shown and f"reload_error: {info.reload_error}\n" in shown
         assert reload_count(process, "m", "failed") == 1
         assert np.array_equal(forward(stub, "m"), before)
         assert health_status(process, "m") == SERVING
