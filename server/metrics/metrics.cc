@@ -250,7 +250,13 @@ Metrics::Metrics()
                       .Name("layerserve_model_info")
                       .Help("Always 1 per served model; the labels say how its "
                             "weights are held.")
-                      .Register(*registry_)) {
+                      .Register(*registry_)),
+      model_reloads_(prometheus::BuildCounter()
+                         .Name("layerserve_model_reloads_total")
+                         .Help("Loads of a model by a repository reload (SIGHUP, "
+                               "--repository-poll-interval), new or changed, by "
+                               "result (ok, failed).")
+                         .Register(*registry_)) {
   prometheus::BuildGauge()
       .Name("layerserve_build_info")
       .Help("Always 1; the labels describe the build and the oneDNN ISA in use.")
@@ -456,6 +462,24 @@ void Metrics::ModelInfo(absl::string_view model, absl::string_view weight_dtype,
                            {"code", StatusCodeName(code)}});
     }
   }
+}
+
+void Metrics::ModelRemoved(absl::string_view model, absl::string_view weight_dtype,
+                           int64_t weight_group_size) {
+  model_info_.Remove(
+      &model_info_.Add({{"model", std::string(model)},
+                        {"weight_dtype", std::string(weight_dtype)},
+                        {"weight_group_size", std::to_string(weight_group_size)}}));
+}
+
+void Metrics::ModelKnown(absl::string_view model) {
+  model_reloads_.Add({{"model", std::string(model)}, {"result", "ok"}});
+  model_reloads_.Add({{"model", std::string(model)}, {"result", "failed"}});
+}
+
+void Metrics::ModelReloaded(absl::string_view model, bool ok) {
+  model_reloads_.Add({{"model", std::string(model)}, {"result", ok ? "ok" : "failed"}})
+      .Increment();
 }
 
 void Metrics::AttentionEntropy(absl::string_view model, double nats) {

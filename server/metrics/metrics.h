@@ -80,6 +80,16 @@ class Metrics {
   // counters (BlockForward and OpenSession, every answered code) exist at 0.
   void ModelInfo(absl::string_view model, absl::string_view weight_dtype,
                  int64_t weight_group_size);
+  // Drops the model_info series of a model a reload removed.
+  void ModelRemoved(absl::string_view model, absl::string_view weight_dtype,
+                    int64_t weight_group_size);
+
+  // layerserve_model_reloads_total{model, result="ok"|"failed"}: the loads a
+  // repository reload made of `model` because it was new or its files changed.
+  // ModelKnown() creates both series at 0 (every model at start, each one a reload
+  // adds); ModelReloaded() counts one load.
+  void ModelKnown(absl::string_view model);
+  void ModelReloaded(absl::string_view model, bool ok);
 
  private:
   // One labelled series, found in its family on first use and remembered: a
@@ -148,6 +158,7 @@ class Metrics {
   prometheus::Gauge& inflight_;
   prometheus::Gauge& queue_depth_;
   prometheus::Family<prometheus::Gauge>& model_info_;
+  prometheus::Family<prometheus::Counter>& model_reloads_;
 
   absl::Mutex methods_mu_;
   // By method, or method and model ("BlockForward/demo"). Node-based: a

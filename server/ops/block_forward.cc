@@ -326,9 +326,11 @@ OutputHealth RunBlockForward(kernels::BlockKernels& kernels, BlockForwardJob& jo
 }
 
 std::string BlockForwardOp::BatchKey(const Job& job) {
+  // The version too: calls on a model's old and new weights run apart, and only
+  // the same name and version mean the same weights.
   return absl::StrCat(
-      "BlockForward/", job.model->name, "/", job.layer_start, "/", job.num_layers,
-      job.causal ? "/causal" : "/bidirectional",
+      "BlockForward/", job.model->name, "/v", job.model->version, "/", job.layer_start,
+      "/", job.num_layers, job.causal ? "/causal" : "/bidirectional",
       job.tokens <= kernels::kShortSequenceTokens ? "/steps" : "/sequences");
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,9 @@
 namespace layerserve {
 
 struct BlockForwardJob {
-  const Model* model = nullptr;
+  // The version current when the call was parsed (or its session's): held until
+  // the job ends, so a reload meanwhile neither frees nor swaps its weights.
+  std::shared_ptr<const Model> model;
   int64_t layer_start = 0;
   int64_t num_layers = 1;
   DecodedTensor hidden;            // [B, T, D] or [T, D], float32
@@ -68,7 +71,7 @@ struct BlockForwardJob {
 
 // A model and a valid range of its blocks.
 struct LayerRange {
-  const Model* model = nullptr;
+  std::shared_ptr<const Model> model;
   int64_t start = 0;
   int64_t count = 1;
 };

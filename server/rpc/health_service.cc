@@ -134,6 +134,7 @@ void HealthService::SetServing(bool serving) {
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) return;
+    serving_ = serving;
     std::set<std::string> changed;
     for (auto& [name, value] : statuses_) {
       const ServingStatus now = serving && never_serving_.count(name) == 0
@@ -153,6 +154,56 @@ void HealthService::SetServing(bool serving) {
   }
   for (auto& [watcher, status] : sends) {
     if (status) watcher->Send(*status);
+    watcher->Unref();
+  }
+}
+
+void HealthService::SetService(const std::string& service, bool ready) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    if (ready) {
+      never_serving_.erase(service);
+    } else {
+      never_serving_.insert(service);
+    }
+    const ServingStatus now = serving_ && ready ? HealthCheckResponse::SERVING
+                                                : HealthCheckResponse::NOT_SERVING;
+    auto [it, added] = statuses_.emplace(service, now);
+    if (!added && it->second == now) return;
+    it->second = now;
+  }
+  Tell(service);
+}
+
+void HealthService::RemoveService(const std::string& service) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    never_serving_.erase(service);
+    if (statuses_.erase(service) == 0) return;
+  }
+  Tell(service);
+}
+
+void HealthService::Tell(const std::string& service) {
+  std::vector<Watcher*> watchers;
+  ServingStatus status;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = statuses_.find(service);
+    status = it == statuses_.end() ? HealthCheckResponse::SERVICE_UNKNOWN : it->second;
+    for (Watcher* watcher : ReferenceWatchers()) {
+      if (watcher->watched() == service) {
+        watchers.push_back(watcher);
+      } else {
+        watcher->Unref();
+      }
+    }
+  }
+  // Outside mu_, as SetServing: a write may finish the stream inline.
+  for (Watcher* watcher : watchers) {
+    watcher->Send(status);
     watcher->Unref();
   }
 }

@@ -35,6 +35,15 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   // Sets every known service SERVING (but those never serving) or NOT_SERVING and
   // tells each watcher its service's status. Ignored after Shutdown().
   void SetServing(bool serving);
+  // Adds `service` (a model a reload added) or changes whether it may serve: it is
+  // SERVING while the server is and `ready`, NOT_SERVING otherwise (a model still
+  // loading, or one that failed). Its watchers hear of a change. Ignored after
+  // Shutdown().
+  void SetService(const std::string& service, bool ready);
+  // Forgets `service` (a model a reload removed): Check answers NOT_FOUND and its
+  // watchers get SERVICE_UNKNOWN, as for a service never served. Ignored after
+  // Shutdown().
+  void RemoveService(const std::string& service);
   // Everything NOT_SERVING for good; every Watch stream gets that and is finished.
   void Shutdown();
 
@@ -55,8 +64,12 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   // talking to it outside mu_.
   std::vector<Watcher*> ReferenceWatchers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Tells the watchers of `service` its status now (SERVICE_UNKNOWN if unknown).
+  void Tell(const std::string& service) ABSL_LOCKS_EXCLUDED(mu_);
+
   absl::Mutex mu_;
-  const std::set<std::string> never_serving_;
+  std::set<std::string> never_serving_ ABSL_GUARDED_BY(mu_);
+  bool serving_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, ServingStatus> statuses_ ABSL_GUARDED_BY(mu_);
   std::set<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -3,6 +3,8 @@
 // Start-up prints one line per listener ("layerserve: gRPC listening on HOST:PORT",
 // "layerserve: metrics on http://HOST:PORT/metrics"); with --port=0 or
 // --metrics-port=0 the OS picks the port and the line tells which.
+// SIGHUP reloads the model repository (server/rpc/reloader.h); so does
+// --repository-poll-interval, without a signal.
 // SIGTERM or SIGINT drains: health turns NOT_SERVING, new RPCs get UNAVAILABLE,
 // accepted RPCs finish (up to --shutdown-grace), and the process exits 0. The signals
 // are taken with sigwait(), so this also works as PID 1 in a container, where the
@@ -42,6 +44,7 @@
 #include "server/models/layer_span.h"
 #include "server/models/model_repository.h"
 #include "server/rpc/health_service.h"
+#include "server/rpc/reloader.h"
 #include "server/rpc/service.h"
 #include "server/security/auth.h"
 #include "server/security/tls.h"
@@ -58,6 +61,10 @@ ABSL_FLAG(int, compute_threads, 0,
 ABSL_FLAG(std::string, model_repository, "",
           "Directory with one Hugging Face model per sub-directory (config.json + "
           "safetensors). Empty: serve the built-in `demo` model.");
+ABSL_FLAG(absl::Duration, repository_poll_interval, absl::ZeroDuration(),
+          "Rescan --model-repository this often and reload what changed (as SIGHUP "
+          "does): new models load, removed ones unload, changed ones are replaced "
+          "once the new version has loaded. 0: only on SIGHUP.");
 ABSL_FLAG(std::string, layers, "",
           "START:END (half-open, zero-based): load and serve only blocks START..END-1 "
           "of each model, so replicas can split a model too large for one machine. "
@@ -256,13 +263,15 @@ std::string ReplicaName() {
 }
 
 int Run() {
-  // Block the stop signals before any thread exists, so every thread inherits the
-  // mask and only sigwait() below receives them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Block the stop and reload signals before any thread exists, so every thread
+  // inherits the mask and only sigwait() below receives them (a SIGHUP during
+  // start-up waits for it).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   TuneAllocator();
 
   const std::string host = absl::GetFlag(FLAGS_host);
@@ -294,6 +303,14 @@ int Run() {
       : weight_dtype == "bfloat16" ? kernels::WeightType::kBfloat16
                                    : kernels::WeightType::kInt8,
       weight_group_size);
+  const absl::Duration poll_interval = absl::GetFlag(FLAGS_repository_poll_interval);
+  if (poll_interval < absl::ZeroDuration()) {
+    std::fprintf(stderr,
+                 "layerserve: --repository-poll-interval must be >= 0 (0: only on "
+                 "SIGHUP), not %s\n",
+                 absl::FormatDuration(poll_interval).c_str());
+    return 2;
+  }
   const absl::StatusOr<LayerSpan> span = ParseLayerSpan(absl::GetFlag(FLAGS_layers));
   if (!span.ok()) {
     std::fprintf(stderr, "layerserve: %s\n",
@@ -354,7 +371,7 @@ int Run() {
                   model->name.c_str(), model->config.model_type.c_str(),
                   static_cast<long long>(model->config.num_layers), served.c_str(),
                   weight_dtype.c_str(),
-                  model.get() == models->default_model() ? " [default]" : "");
+                  model == models->default_model() ? " [default]" : "");
     } else {
       std::printf("layerserve: model %s FAILED: %s\n", model->name.c_str(),
                   model->error.c_str());
@@ -363,6 +380,7 @@ int Run() {
 
   Metrics metrics;
   for (const auto& model : models->models()) {
+    metrics.ModelKnown(model->name);
     if (!model->ready()) continue;
     metrics.ModelInfo(model->name, v1::DataType_Name(WeightDtype(model->weight_type)),
                       model->weight_group_size);
@@ -488,8 +506,31 @@ int Run() {
   }
   std::fflush(stdout);
 
+  // Reloads run on their own thread, from now on: the start-up warm-up is over
+  // (RunOnEachWorker takes one caller at a time).
+  std::unique_ptr<RepositoryReloader> reloader;
+  if (!models->dir().empty()) {
+    ReloaderOptions reload_options;
+    reload_options.poll_interval = poll_interval;
+    reload_options.warm_up = absl::GetFlag(FLAGS_warm_up);
+    reloader = std::make_unique<RepositoryReloader>(reload_options, models.get(),
+                                                    &service, &health, &metrics);
+    reloader->Start();
+  }
+
   int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  while (true) {
+    sigwait(&signals, &signal_number);
+    if (signal_number != SIGHUP) break;
+    if (reloader != nullptr) {
+      reloader->Trigger();
+    } else {
+      std::printf(
+          "layerserve: SIGHUP: no --model-repository (the built-in demo model): "
+          "nothing to reload\n");
+      std::fflush(stdout);
+    }
+  }
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
   // Drain. Health first, so load balancers stop sending; then new calls are refused
   // with UNAVAILABLE while accepted ones finish, until none runs and none has
@@ -498,6 +539,8 @@ int Run() {
   // streams (ended first) and cancel whatever runs at its deadline.
   health.SetServing(false);
   service.StartDraining();
+  // No reload during the drain; one loading a model finishes loading first.
+  if (reloader != nullptr) reloader->Stop();
   const absl::Time deadline = absl::Now() + grace;
   std::printf("layerserve: signal %d, draining %lld accepted calls (grace %s)\n",
               signal_number, static_cast<long long>(service.calls().admitted()),

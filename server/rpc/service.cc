@@ -76,9 +76,7 @@ grpc::ServerUnaryReactor* LayerServiceImpl::ListModels(
       return call.reactor();
     }
     call.Admit();
-    for (const auto& model : models_->models()) {
-      models_->Describe(*model, response->add_models());
-    }
+    models_->DescribeAll(response);
     call.Finish(grpc::Status::OK);
   } catch (...) {
     call.FinishWithCurrentException();
@@ -97,17 +95,12 @@ grpc::ServerUnaryReactor* LayerServiceImpl::GetModel(grpc::CallbackServerContext
     }
     call.Admit();
     const std::string& name = request->name();
-    const Model* found = name.empty() ? models_->default_model() : nullptr;
-    for (const auto& model : models_->models()) {
-      if (model->name == name) found = model.get();
-    }
-    if (found == nullptr) {
+    if (!models_->Describe(name, response)) {
       call.Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
                                name.empty()
                                    ? "name: no default model is ready"
                                    : "name: no model \"" + name + "\" (see ListModels)"));
     } else {
-      models_->Describe(*found, response);
       call.Finish(grpc::Status::OK);
     }
   } catch (...) {
@@ -157,13 +150,21 @@ grpc::ServerUnaryReactor* LayerServiceImpl::CloseSession(
   return call.reactor();
 }
 
-int LayerServiceImpl::WarmUp() {
+int LayerServiceImpl::WarmUp() { return WarmUp(*models_); }
+
+int LayerServiceImpl::WarmUp(const ModelRepository& models) {
   SessionOptions options = options_.sessions;
   options.replica += "-warm-up";
   SessionStore sessions(options, /*metrics=*/nullptr);
   std::atomic<int> warmed{0};
-  batcher_.RunOnEachWorker(
-      [&](WorkerContext& worker) { warmed += WarmUpWorker(*models_, sessions, worker); });
+  batcher_.RunOnEachWorker([&](WorkerContext& worker) {
+    // While serving (a reload), a worker's last batch left it sharing loops with
+    // the others: the warm-up runs on this worker alone, as at start.
+    kernels::ParallelFor* const parallel = worker.block.parallel;
+    worker.block.parallel = nullptr;
+    warmed += WarmUpWorker(models, sessions, worker);
+    worker.block.parallel = parallel;
+  });
   return warmed.load();
 }
 

@@ -54,6 +54,11 @@ class LayerServiceImpl final : public v1::LayerService::CallbackService {
   // its own (never seen by clients or metrics). Returns the model warm-ups that
   // succeeded, all workers together. Call before the server takes calls.
   int WarmUp();
+  // The same for `models` only (the versions a reload loaded, before they serve),
+  // while the server serves: each worker runs it between two batches.
+  int WarmUp(const ModelRepository& models);
+  // Ends the idle sessions of models a reload retired (SessionStore::Sweep).
+  void SweepSessions() { sessions_.Sweep(); }
   // Every RPC the service has accepted, refusals included.
   const CallTracker& calls() const { return calls_; }
 

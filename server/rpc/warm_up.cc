@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,11 +45,13 @@ absl::Status RunWarmUpCall(const ModelRepository& models, SessionStore& sessions
 }
 
 absl::Status WarmUpModel(const ModelRepository& models, SessionStore& sessions,
-                         WorkerContext& worker, const Model& model) {
+                         WorkerContext& worker,
+                         const std::shared_ptr<const Model>& model_ptr) {
+  const Model& model = *model_ptr;
   absl::Status status = RunWarmUpCall(models, sessions, worker, model, kWarmUpTokens, "");
   if (!status.ok()) return status;
   absl::StatusOr<std::string> session =
-      sessions.Open(&model, model.span_start, model.span_end - model.span_start,
+      sessions.Open(model_ptr, model.span_start, model.span_end - model.span_start,
                     /*max_length=*/0);
   if (!session.ok()) return session.status();
   // The prefill leaves room for the step in sessions as short as the model's
@@ -71,7 +74,7 @@ int WarmUpWorker(const ModelRepository& models, SessionStore& sessions,
     if (!model->ready()) continue;
     absl::Status status;
     try {
-      status = WarmUpModel(models, sessions, worker, *model);
+      status = WarmUpModel(models, sessions, worker, model);
     } catch (const std::exception& e) {
       status = absl::InternalError(e.what());
     } catch (...) {

@@ -33,7 +33,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/security/file_stamp.h"
+#include "common/file_stamp.h"
 
 namespace layerserve {
 

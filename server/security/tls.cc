@@ -13,7 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "server/security/file_stamp.h"
+#include "common/file_stamp.h"
 
 namespace layerserve {
 namespace {

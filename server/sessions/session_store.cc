@@ -18,14 +18,15 @@ std::string ReplicaOf(const std::string& id) { return id.substr(0, id.rfind('.')
 
 }  // namespace
 
-Session::Session(std::string session_id, const Model* model_in, int64_t start,
-                 int64_t count, int64_t max_tokens, kernels::KvCacheType type)
+Session::Session(std::string session_id, std::shared_ptr<const Model> model_in,
+                 int64_t start, int64_t count, int64_t max_tokens,
+                 kernels::KvCacheType type)
     : id(std::move(session_id)),
-      model(model_in),
+      model(std::move(model_in)),
       layer_start(start),
       num_layers(count),
       max_length(max_tokens),
-      cache(count, model_in->block.num_kv_heads, model_in->block.head_dim, type) {}
+      cache(count, model->block.num_kv_heads, model->block.head_dim, type) {}
 
 SessionLease::SessionLease(SessionStore* store, std::shared_ptr<Session> session,
                            int64_t reserved)
@@ -57,8 +58,9 @@ void SessionLease::ReleaseFailed() {
 SessionStore::SessionStore(const SessionOptions& options, Metrics* metrics)
     : options_(options), metrics_(metrics) {}
 
-absl::StatusOr<std::string> SessionStore::Open(const Model* model, int64_t layer_start,
-                                               int64_t num_layers, int64_t max_length) {
+absl::StatusOr<std::string> SessionStore::Open(std::shared_ptr<const Model> model,
+                                               int64_t layer_start, int64_t num_layers,
+                                               int64_t max_length) {
   const int64_t model_max = model->config.max_position_embeddings;
   if (max_length < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -78,7 +80,7 @@ absl::StatusOr<std::string> SessionStore::Open(const Model* model, int64_t layer
   const std::string id =
       absl::StrFormat("%s.%x%016x", options_.replica, next_serial_++, random());
   Entry& entry = sessions_[id];
-  entry.session = std::make_shared<Session>(id, model, layer_start, num_layers,
+  entry.session = std::make_shared<Session>(id, std::move(model), layer_start, num_layers,
                                             max_length, options_.cache_type);
   entry.last_used = now_();
   PublishLocked();
@@ -181,15 +183,32 @@ void SessionStore::Discard(const Session& session) {
 }
 
 void SessionStore::ExpireLocked(absl::Time now) {
-  std::vector<std::string> expired;
+  std::vector<std::string> expired, reloaded;
   for (const auto& [id, entry] : sessions_) {
-    if (!entry.busy && now - entry.last_used > options_.ttl) expired.push_back(id);
+    if (entry.busy) continue;  // Its call runs on the version it holds.
+    if (entry.session->model->retired.load()) {
+      reloaded.push_back(id);
+    } else if (now - entry.last_used > options_.ttl) {
+      expired.push_back(id);
+    }
   }
   for (const std::string& id : expired) {
     ForgetLocked(id, absl::StrCat("expired after ", absl::FormatDuration(options_.ttl),
                                   " without a call (--session-ttl)"));
     if (metrics_ != nullptr) metrics_->SessionExpired();
   }
+  for (const std::string& id : reloaded) {
+    const std::string model = sessions_.at(id).session->model->name;
+    ForgetLocked(id, absl::StrCat("closed: model \"", model,
+                                  "\" was reloaded (its files changed or were removed "
+                                  "from --model-repository), and its KV cache was "
+                                  "computed with the old weights"));
+  }
+}
+
+void SessionStore::Sweep() {
+  absl::MutexLock lock(&mu_);
+  ExpireLocked(now_());
 }
 
 bool SessionStore::MakeRoomLocked(int64_t need) {

@@ -38,11 +38,13 @@ struct SessionOptions {
 };
 
 struct Session {
-  Session(std::string id, const Model* model, int64_t layer_start, int64_t num_layers,
-          int64_t max_length, kernels::KvCacheType type);
+  Session(std::string id, std::shared_ptr<const Model> model, int64_t layer_start,
+          int64_t num_layers, int64_t max_length, kernels::KvCacheType type);
 
   const std::string id;
-  const Model* const model;
+  // The version of the model its cache was computed with: held until the session
+  // ends. Once a reload retires that version, the session ends at the next look.
+  const std::shared_ptr<const Model> model;
   const int64_t layer_start, num_layers, max_length;
   kernels::KvCache cache;  // Used only by the holder of the lease.
 };
@@ -81,16 +83,22 @@ class SessionStore {
   SessionStore(const SessionOptions& options, Metrics* metrics);
 
   // INVALID_ARGUMENT / OUT_OF_RANGE for a bad max_length; the id otherwise.
-  absl::StatusOr<std::string> Open(const Model* model, int64_t layer_start,
-                                   int64_t num_layers, int64_t max_length);
+  absl::StatusOr<std::string> Open(std::shared_ptr<const Model> model,
+                                   int64_t layer_start, int64_t num_layers,
+                                   int64_t max_length);
   // NOT_FOUND when unknown (or already gone). A call holding the session finishes;
   // its memory is freed when it ends.
   absl::Status Close(const std::string& id);
   // Leases the session for a call adding `tokens`. NOT_FOUND unknown, expired,
-  // evicted or another replica's (the message says which and to prefill again);
+  // evicted, its model reloaded (replaced or removed) or another replica's (the
+  // message says which and to prefill again);
   // ABORTED busy with another call; OUT_OF_RANGE past its max_length;
   // RESOURCE_EXHAUSTED when the cache cannot make room.
   absl::StatusOr<SessionLease> Acquire(const std::string& id, int64_t tokens);
+
+  // Ends the idle sessions whose model a reload retired (the others are ended when
+  // their call does, or at their next look), so the old version's memory goes.
+  void Sweep();
 
   int64_t active() const;
   int64_t bytes() const;
@@ -110,7 +118,7 @@ class SessionStore {
   void Release(const Session& session, int64_t reserved, bool computed);
   // Forgets `session` (unless already gone): its cache cannot be trusted.
   void Discard(const Session& session);
-  // Drops idle sessions past their ttl.
+  // Drops idle sessions past their ttl or on a retired model.
   void ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evicts idle sessions, oldest use first, until `need` more bytes fit. False if
   // they cannot.

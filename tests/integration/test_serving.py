@@ -368,7 +368,8 @@ def test_every_design_metric_is_exported_and_passes_promtool(server, stub):
                  "queue_depth", "inflight_requests", "request_bytes_total",
                  "response_bytes_total", "output_abs_max", "output_rms",
                  "saturated_values_total", "zero_variance_rows_total",
-                 "attention_entropy_nats", "build_info", "model_info"]:
+                 "attention_entropy_nats", "build_info", "model_info",
+                 "model_reloads_total"]:
         assert f"# TYPE layerserve_{name} " in text, name
     check = subprocess.run([shutil.which("promtool"), "check", "metrics"], input=text,
                            capture_output=True, text=True)

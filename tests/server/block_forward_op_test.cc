@@ -72,9 +72,9 @@ TEST_F(BlockForwardOpTest, StepsAndSequencesQueueApartAndNeverInline) {
   absl::StatusOr<BlockForwardJob> step = Parse(1, "", 2);
   absl::StatusOr<BlockForwardJob> sequence = Parse(kernels::kShortSequenceTokens + 1, "");
   ASSERT_TRUE(step.ok() && sequence.ok());
-  EXPECT_EQ(BlockForwardOp::BatchKey(*step), "BlockForward/demo/0/2/causal/steps");
+  EXPECT_EQ(BlockForwardOp::BatchKey(*step), "BlockForward/demo/v1/0/2/causal/steps");
   EXPECT_EQ(BlockForwardOp::BatchKey(*sequence),
-            "BlockForward/demo/0/1/causal/sequences");
+            "BlockForward/demo/v1/0/1/causal/sequences");
   EXPECT_EQ(BlockForwardOp::Rows(*sequence), kernels::kShortSequenceTokens + 1);
   EXPECT_FALSE(BlockForwardOp::MayRunInline(*step));
   EXPECT_FALSE(BlockForwardOp::Gathers(*step)) << "stateless";
@@ -105,7 +105,7 @@ TEST_F(BlockForwardOpTest, LongSessionPrefillsRunInChunksThatBoundTheirBatch) {
   EXPECT_EQ(BlockForwardOp::Rows(*job), 5);
   EXPECT_EQ(BlockForwardOp::MaxBatchRows(*job), 5);
   EXPECT_FALSE(BlockForwardOp::Finished(*job));
-  EXPECT_EQ(BlockForwardOp::BatchKey(*job), "BlockForward/demo/0/1/causal/sequences");
+  EXPECT_EQ(BlockForwardOp::BatchKey(*job), "BlockForward/demo/v1/0/1/causal/sequences");
   job->done = 10;  // As after two chunks: the last is the rest.
   EXPECT_EQ(BlockForwardOp::Rows(*job), 2);
   job->done = 12;

@@ -164,7 +164,7 @@ class ChunkingService final : public v1::LayerService::CallbackService {
   Metrics& metrics() { return metrics_; }
   const CallTracker& calls() const { return calls_; }
   SessionStore& sessions() { return sessions_; }
-  const Model* model() const { return models_->default_model(); }
+  std::shared_ptr<const Model> model() const { return models_->default_model(); }
   // Tasks waiting in the batcher's queues.
   int64_t depth() const { return depth_.load(); }
 

@@ -230,7 +230,7 @@ class FaultyService final : public v1::LayerService::CallbackService {
   Metrics& metrics() { return metrics_; }
   const CallTracker& calls() const { return calls_; }
   SessionStore& sessions() { return sessions_; }
-  const Model* model() const { return models_->default_model(); }
+  std::shared_ptr<const Model> model() const { return models_->default_model(); }
 
  private:
   const BatchRun run_;

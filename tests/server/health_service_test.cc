@@ -82,6 +82,51 @@ TEST_F(HealthServiceTest, ANeverServingServiceStaysNotServing) {
   EXPECT_TRUE(reader->Finish().ok());
 }
 
+// A repository reload adds a model's service (NOT_SERVING while it loads, SERVING
+// once it serves) and removes one (SERVICE_UNKNOWN to its watchers, NOT_FOUND on
+// Check), and its watchers hear each step.
+TEST_F(HealthServiceTest, ServicesComeAndGoAtRuntime) {
+  health_.SetServing(true);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  HealthCheckRequest request;
+  request.set_service("svc.New");
+  auto reader = stub_->Watch(&context, request);
+  HealthCheckResponse response;
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVICE_UNKNOWN);
+
+  health_.SetService("svc.New", /*ready=*/false);
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  health_.SetService("svc.New", /*ready=*/true);
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+  ASSERT_TRUE(Check("svc.New", &response).ok());
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+
+  health_.RemoveService("svc.New");
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVICE_UNKNOWN);
+  EXPECT_EQ(Check("svc.New", &response).error_code(), grpc::StatusCode::NOT_FOUND);
+  context.TryCancel();
+  while (reader->Read(&response)) {
+  }
+
+  // A model that failed at start and loads on a reload serves; a service added
+  // while the server does not serve (draining) stays NOT_SERVING.
+  health_.SetService("svc.Failed", /*ready=*/true);
+  ASSERT_TRUE(Check("svc.Failed", &response).ok());
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+  health_.SetServing(false);
+  health_.SetService("svc.Late", /*ready=*/true);
+  ASSERT_TRUE(Check("svc.Late", &response).ok());
+  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  health_.SetServing(true);
+  ASSERT_TRUE(Check("svc.Late", &response).ok());
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+}
+
 TEST(ModelHealthServiceTest, IsTheLayerServiceSlashTheModel) {
   EXPECT_EQ(ModelHealthService("tiny-llama"), "layerserve.v1.LayerService/tiny-llama");
 }

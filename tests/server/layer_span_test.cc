@@ -79,11 +79,11 @@ TEST(LayerSpanRepositoryTest, DemoHoldsOnlyTheSpanWithTheFullModelsWeights) {
   EXPECT_EQ(s.layer_weights(1).bytes(), f.layer_weights(1).bytes());
   EXPECT_EQ(s.layer_weights(2).attn_norm_weight, f.layer_weights(2).attn_norm_weight);
   v1::ModelInfo info;
-  span->Describe(s, &info);
+  span->Describe(s.name, &info);
   EXPECT_EQ(info.num_layers(), 4);
   EXPECT_EQ(info.span_layer_start(), 1);
   EXPECT_EQ(info.span_num_layers(), 2);
-  full->Describe(f, &info);
+  full->Describe(f.name, &info);
   EXPECT_EQ(info.span_layer_start(), 0);
   EXPECT_EQ(info.span_num_layers(), 4);
 }

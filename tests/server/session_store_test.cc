@@ -47,7 +47,7 @@ class SessionStoreTest : public ::testing::Test {
 
   std::unique_ptr<ModelRepository> models_ =
       ModelRepository::Demo(kernels::WeightType::kFloat32);
-  const Model* model_ = models_->default_model();
+  const std::shared_ptr<const Model> model_ = models_->default_model();
 };
 
 TEST_F(SessionStoreTest, LeaseAppendsAndFreesTheSessionForTheNextCall) {

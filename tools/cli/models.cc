@@ -65,6 +65,10 @@ int RunListModels(Client& client, const FlagValues& flags) {
   }
   for (const v1::ModelInfo& m : response->models()) {
     if (!m.error().empty()) std::cout << m.name() << ": " << m.error() << "\n";
+    if (!m.reload_error().empty()) {
+      std::cout << m.name() << ": reload failed, version " << m.version()
+                << " serves: " << m.reload_error() << "\n";
+    }
   }
   return kExitOk;
 }
@@ -99,8 +103,10 @@ int RunGetModel(Client& client, const FlagValues& flags) {
                    : "none"},
       {"max_position_embeddings", absl::StrCat(m.max_position_embeddings())},
       {"weight_dtype", v1::DataType_Name(m.weight_dtype())},
+      {"version", absl::StrCat(m.version())},
   };
   if (!m.error().empty()) lines.push_back({"error", m.error()});
+  if (!m.reload_error().empty()) lines.push_back({"reload_error", m.reload_error()});
   for (const auto& [key, value] : lines) std::cout << key << ": " << value << "\n";
   return kExitOk;
 }

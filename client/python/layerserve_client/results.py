@@ -65,6 +65,10 @@ class ModelInfo:
     span_layer_start: int = 0
     span_num_layers: int = 0
     weight_group_size: int = 0  # INT8: inputs per scale (0: one per output); else 0
+    # 1 as loaded at start, +1 each time a repository reload loads it again.
+    version: int = 0
+    # Why the last reload could not load changed files; the version above serves.
+    reload_error: str = ""
 
     @classmethod
     def from_proto(cls, info: "pb.ModelInfo") -> "ModelInfo":
@@ -85,7 +89,8 @@ class ModelInfo:
             max_position_embeddings=info.max_position_embeddings,
             weight_dtype=pb.DataType.Name(info.weight_dtype),
             span_layer_start=info.span_layer_start, span_num_layers=info.span_num_layers,
-            weight_group_size=info.weight_group_size)
+            weight_group_size=info.weight_group_size, version=info.version,
+            reload_error=info.reload_error)
 
 
 def scaling_to_dict(scaling: "pb.RopeScaling") -> Dict[str, object]:

@@ -82,6 +82,7 @@ def test_demo_model(client):
     assert (demo.hidden_size, demo.num_attention_heads, demo.num_key_value_heads,
             demo.intermediate_size, demo.num_layers) == (512, 8, 2, 1408, 4)
     assert demo.head_dim == 64 and demo.activation == "SWIGLU" and demo.norm == "RMS_NORM"
+    assert (demo.version, demo.reload_error) == (1, "")
 
 
 def test_health(client):

@@ -2,8 +2,8 @@
 // replaced by a rename, or swapped behind a symlink (as Kubernetes updates a mounted
 // Secret). The security files (token file, TLS certificates) are re-read when their
 // stamp moves, so rotating them needs no restart.
-#ifndef LAYERSERVE_SERVER_SECURITY_FILE_STAMP_H_
-#define LAYERSERVE_SERVER_SECURITY_FILE_STAMP_H_
+#ifndef LAYERSERVE_COMMON_FILE_STAMP_H_
+#define LAYERSERVE_COMMON_FILE_STAMP_H_
 
 #include <sys/stat.h>
 
@@ -40,4 +40,4 @@ inline FileStamp StampOf(const std::string& path) {
 
 }  // namespace layerserve
 
-#endif  // LAYERSERVE_SERVER_SECURITY_FILE_STAMP_H_
+#endif  // LAYERSERVE_COMMON_FILE_STAMP_H_
