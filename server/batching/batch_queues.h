@@ -82,8 +82,11 @@ using Batch = std::vector<std::unique_ptr<BatchTask>>;
 struct BatchOptions {
   int64_t max_batch_rows = 512;
   absl::Duration max_queue_delay = absl::ZeroDuration();
-  // The longest a gathering batch waits (see above); zero: no gathering.
-  absl::Duration max_gather_delay = absl::Milliseconds(2);
+  // The longest a gathering batch waits (see above); zero: no gathering. 8 ms:
+  // Python clients of 16 sessions of an 8B-shaped layer take 3-6 ms to all send
+  // their next steps, and 2 ms gathered half of them
+  // (docs/perf/2026-12-02-gather-delay.md).
+  absl::Duration max_gather_delay = absl::Milliseconds(8);
   // Tasks waiting in all queues together.
   int64_t max_queue_size = 1024;
 };

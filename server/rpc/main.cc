@@ -85,7 +85,7 @@ ABSL_FLAG(int64_t, max_queue_delay_us, 0,
           "How long a request may wait for others to fill its batch. 0: a free worker "
           "takes what is queued at once (requests still batch while workers are "
           "busy).");
-ABSL_FLAG(int64_t, max_gather_delay_us, 2000,
+ABSL_FLAG(int64_t, max_gather_delay_us, 8000,
           "After a batch whose loops idle workers shared (decode steps of KV-cache "
           "sessions), the next batch of its kind waits for as many requests as that "
           "batch and its waiters held, for at most half that batch's time and at most "
