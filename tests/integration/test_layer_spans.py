@@ -134,11 +134,14 @@ def test_span_replicas_memory_grows_with_its_span(tmp_path):
     try:
         # Measured on the 2-core dev machine (2026-12-02): full 129 MB, span 72 MB;
         # the weights are 11 MB a layer (88 MB vs 33 MB), the rest is the server's
-        # code, gRPC and oneDNN state, the fixed overhead the bound allows.
+        # code, gRPC and oneDNN state. The span server holds 5 layers fewer, and
+        # at least 80% of their bytes must be missing from its resident memory. A
+        # bound on the ratio of the two would depend on that fixed part, which an
+        # ASan build (CI runs this file under ASan) makes about 200 MB: full 465 MB,
+        # span 267 MB.
         full_rss, span_rss = rss_bytes(full.proc.pid), rss_bytes(span.proc.pid)
         print(f"VmRSS full {full_rss / 1e6:.0f} MB, span 3:6 {span_rss / 1e6:.0f} MB")
-        assert span_rss <= 0.5 * full_rss + (32 << 20), (full_rss, span_rss)
-        assert span_rss < full_rss - 4 * layer_bytes, (full_rss, span_rss)
+        assert full_rss - span_rss >= 0.8 * 5 * layer_bytes, (full_rss, span_rss)
     finally:
         stop(span, span_channel)
         stop(full, full_channel)
