@@ -22,18 +22,25 @@ using ::testing::Pair;
 
 using Labels = std::map<std::string, std::string>;
 
-// {labels: value} of every counter sample of family `name`.
-std::map<Labels, double> Counters(const Metrics& metrics, const std::string& name) {
-  std::map<Labels, double> samples;
+// {labels: value_of(sample)} of every sample of family `name`.
+template <typename ValueOf>
+auto Samples(const Metrics& metrics, const std::string& name, ValueOf value_of) {
+  std::map<Labels, decltype(value_of(prometheus::ClientMetric{}))> samples;
   for (const prometheus::MetricFamily& family : metrics.registry()->Collect()) {
     if (family.name != name) continue;
     for (const prometheus::ClientMetric& metric : family.metric) {
       Labels labels;
       for (const auto& label : metric.label) labels[label.name] = label.value;
-      samples[labels] = metric.counter.value;
+      samples[labels] = value_of(metric);
     }
   }
   return samples;
+}
+
+// {labels: value} of every counter sample of family `name`.
+std::map<Labels, double> Counters(const Metrics& metrics, const std::string& name) {
+  return Samples(metrics, name,
+                 [](const prometheus::ClientMetric& m) { return m.counter.value; });
 }
 
 // The method labels service.cc passes, one per RPC of layerserve.v1.LayerService.
@@ -126,16 +133,9 @@ TEST(MetricsTest, RequestsAreCountedInTheSeriesThatExistedBefore) {
 // {labels: sample count} of every histogram of family `name`.
 std::map<Labels, uint64_t> HistogramCounts(const Metrics& metrics,
                                            const std::string& name) {
-  std::map<Labels, uint64_t> samples;
-  for (const prometheus::MetricFamily& family : metrics.registry()->Collect()) {
-    if (family.name != name) continue;
-    for (const prometheus::ClientMetric& metric : family.metric) {
-      Labels labels;
-      for (const auto& label : metric.label) labels[label.name] = label.value;
-      samples[labels] = metric.histogram.sample_count;
-    }
-  }
-  return samples;
+  return Samples(metrics, name, [](const prometheus::ClientMetric& m) {
+    return m.histogram.sample_count;
+  });
 }
 
 // BlockForward and session calls of a served model carry its name; calls that
@@ -186,15 +186,9 @@ TEST(MetricsTest, ModelInfoLabelsTheWeightDtypeAndGroupSize) {
   Metrics metrics;
   metrics.ModelInfo("llama", "INT8", 64);
   metrics.ModelInfo("gpt2", "BFLOAT16", 0);
-  std::map<Labels, double> gauges;
-  for (const prometheus::MetricFamily& family : metrics.registry()->Collect()) {
-    if (family.name != "layerserve_model_info") continue;
-    for (const prometheus::ClientMetric& metric : family.metric) {
-      Labels labels;
-      for (const auto& label : metric.label) labels[label.name] = label.value;
-      gauges[labels] = metric.gauge.value;
-    }
-  }
+  const std::map<Labels, double> gauges =
+      Samples(metrics, "layerserve_model_info",
+              [](const prometheus::ClientMetric& m) { return m.gauge.value; });
   EXPECT_THAT(gauges, ElementsAre(Pair(Labels{{"model", "gpt2"},
                                               {"weight_dtype", "BFLOAT16"},
                                               {"weight_group_size", "0"}},
