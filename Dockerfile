@@ -17,7 +17,7 @@ RUN apt-get update \
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc grpc-proto \
       golang-github-gogo-googleapis-dev \
       libabsl-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers \
-      prometheus-cpp-dev nlohmann-json3-dev libhwy-dev \
+      prometheus-cpp-dev nlohmann-json3-dev libhwy-dev libjemalloc-dev \
  && rm -rf /var/lib/apt/lists/*
 # ccache makes rebuilds after a source change cheap when /ccache is a volume kept
 # between builds (`podman build --volume HOST_DIR:/ccache`); without one it is just
@@ -44,7 +44,7 @@ FROM ${BASE_IMAGE}
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libgrpc++1.51 libprotobuf32 libabsl20220623 libdnnl2 libgomp1 libhwy1 \
-      ocl-icd-libopencl1 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 \
+      ocl-icd-libopencl1 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libjemalloc2 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin layerserve \
  && mkdir /models

@@ -7,7 +7,6 @@
 // Usage: layerserve-echo [--port=0] (prints "echo: gRPC listening on HOST:PORT";
 // runs until SIGTERM or SIGINT).
 #include <grpcpp/grpcpp.h>
-#include <malloc.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -16,6 +15,7 @@
 #include <string>
 
 #include "layerserve/v1/layerserve.grpc.pb.h"
+#include "server/rpc/allocator.h"
 
 namespace {
 
@@ -40,10 +40,9 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  // The same allocator tuning as layerserve (server/rpc/main.cc), so the comparison
-  // is about the serving path only.
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // The same allocator and settings as layerserve (server/rpc/allocator.h), so the
+  // comparison is about the serving path only.
+  layerserve::TuneAllocator();
 
   std::string port = "0";
   for (int i = 1; i < argc; ++i) {

@@ -12,16 +12,19 @@ requests_total, and its resident memory (VmRSS) at start, middle and end. Exits 
 any call is unanswered (no answer within its deadline of --call-timeout seconds, or
 none at all), if any call gets a code its kind does not allow, if a good answer is
 wrong, if the server's counts disagree with the client's, if the server does not
-drain and exit 0, or if RSS grows more than --max-rss-growth-mib in the second half.
-Memory must level off: the server keeps freed memory for reuse (server/rpc/main.cc,
-TuneAllocator), so RSS climbs to the peak of buffers in use at once and then only
-moves in rare steps, when more large calls than ever before overlap. A leak grows
-with the call count instead: at ~2000 calls/s, 1 KiB per call is ~70 MiB a minute.
+drain and exit 0, or if RSS grows more than --max-rss-growth-mib over the last
+--rss-window seconds (the second half by default). Memory must level off: RSS climbs
+to the peak of buffers in use at once and then moves around it, as jemalloc reuses
+freed memory and returns what stays unused for 10 s (server/rpc/allocator.h). A leak
+grows with the call count instead: at ~2000 calls/s, 1 KiB per call is ~70 MiB a
+minute.
 
 Usage: /usr/bin/python3 bench/soak.py [--build build] [--duration 300]
        [--max-requests 5000000] [--concurrency 64] [--seed 1]
-Everything runs on 127.0.0.1 with OS-picked ports. Results: docs/perf/2026-11-30-soak.md
-(summary: docs/BENCHMARKS.md).
+       [--rss-window 600 --max-rss-growth-mib 16] [--expect-allocator jemalloc]
+       [--server-env LD_PRELOAD=/path/to/another/malloc.so]
+Everything runs on 127.0.0.1 with OS-picked ports. Results: docs/perf/2026-11-30-soak.md,
+docs/perf/2026-12-02-allocator.md (summary: docs/BENCHMARKS.md).
 """
 import argparse
 import heapq
@@ -58,23 +61,38 @@ def parse_args():
     parser.add_argument("--call-timeout", type=float, default=60,
                         help="deadline of every call that has no short one")
     parser.add_argument("--max-rss-growth-mib", type=float, default=48,
-                        help="most VmRSS may grow from the middle to the end")
+                        help="most VmRSS may grow over the last --rss-window seconds")
+    parser.add_argument("--rss-window", type=float, default=None,
+                        help="seconds at the end whose VmRSS growth is bounded "
+                             "(default: the second half)")
+    parser.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="environment for the server, e.g. LD_PRELOAD=... to try "
+                             "another allocator")
+    parser.add_argument("--server-arg", action="append", default=[],
+                        help="extra server flag")
+    parser.add_argument("--expect-allocator", default=None,
+                        help="fail unless the server's start-up line names this memory "
+                             "allocator (e.g. jemalloc)")
     return parser.parse_args()
 
 
 class Server:
     """layerserve on port 0; the target and metrics URL come from its first lines."""
 
-    def __init__(self, binary):
+    def __init__(self, binary, env, extra_args):
         self.proc = subprocess.Popen(
             [binary, "--host=127.0.0.1", "--port=0", "--metrics-port=0",
-             f"--max-request-elements={ELEMENT_LIMIT}", "--shutdown-grace=60s"],
-            stdout=subprocess.PIPE, text=True)
+             f"--max-request-elements={ELEMENT_LIMIT}", "--shutdown-grace=60s", *extra_args],
+            stdout=subprocess.PIPE, text=True,
+            env={**os.environ, **dict(e.split("=", 1) for e in env)})
         self.target = self.metrics_url = None
+        self.allocator = "unknown"
         while self.target is None or self.metrics_url is None:
             line = self.proc.stdout.readline()
             if not line:
                 raise RuntimeError("layerserve did not start")
+            if m := re.search(r"memory allocator (.+)", line):
+                self.allocator = m.group(1)
             if m := re.search(r"gRPC listening on (\S+)", line):
                 self.target = m.group(1)
             if m := re.search(r"metrics on (\S+)", line):
@@ -248,7 +266,8 @@ def main():
     rng = np.random.default_rng(args.seed)
     picker = random.Random(args.seed)
     workload = Workload(pb, rng)
-    server = Server(os.path.join(args.build, "bin", "layerserve"))
+    server = Server(os.path.join(args.build, "bin", "layerserve"), args.server_env,
+                    args.server_arg)
     channels = [grpc.insecure_channel(server.target) for _ in range(8)]
     stubs = [pb_grpc.LayerServiceStub(c) for c in channels]
     tally, canceller = Tally(), Canceller()
@@ -260,7 +279,8 @@ def main():
     rss_samples = []
     print(f"soak: {args.concurrency} in flight for {args.duration:.0f} s "
           f"(at most {args.max_requests} calls) against {server.target}, "
-          f"server pid {server.proc.pid}, VmRSS {rss['start']:.1f} MiB at start", flush=True)
+          f"server pid {server.proc.pid} on {server.allocator}, "
+          f"VmRSS {rss['start']:.1f} MiB at start", flush=True)
 
     def finished(future, kind, method, expected, check):
         code = future.code().name if future.code() is not None else "CANCELLED"
@@ -277,7 +297,8 @@ def main():
 
     start = time.monotonic()
     end = start + args.duration
-    middle_taken = False
+    window = args.duration / 2 if args.rss_window is None else args.rss_window
+    window_taken = False
     next_sample = start + 1
     sent = 0
     while sent < args.max_requests and time.monotonic() < end:
@@ -286,8 +307,8 @@ def main():
         if now >= next_sample:
             rss_samples.append((now - start, server.rss_mib(), server.status("Threads")))
             next_sample += 1
-        if not middle_taken and now >= start + args.duration / 2:
-            rss["middle"], middle_taken = server.rss_mib(), True
+        if not window_taken and now >= end - window:
+            rss["window"], window_taken = server.rss_mib(), True
         roll = picker.random()
         timeout = args.call_timeout
         if roll < 0.10:
@@ -310,8 +331,8 @@ def main():
             lambda f, k=kind, m=method, e=expected, c=check: finished(f, k, m, e, c))
         sent += 1
     load_seconds = time.monotonic() - start
-    if not middle_taken:
-        rss["middle"] = server.rss_mib()
+    if not window_taken:
+        rss["window"] = server.rss_mib()
 
     # Every call has a deadline, so each ends; wait a little past the longest.
     drain_deadline = time.monotonic() + args.call_timeout + 30
@@ -347,9 +368,17 @@ def main():
     # The server exports every code it can answer at 0: print those it did.
     print("\nserver requests_total by code: "
           + ", ".join(f"{c} {n}" for c, n in sorted(server_codes.items()) if n))
-    print(f"\nVmRSS MiB: start {rss['start']:.1f}, middle {rss['middle']:.1f}, "
-          f"end {rss['end']:.1f} (second half {rss['end'] - rss['middle']:+.1f}; "
+    growth = rss["end"] - rss["window"]
+    print(f"\nVmRSS MiB: start {rss['start']:.1f}, {window:.0f} s before the end "
+          f"{rss['window']:.1f}, end {rss['end']:.1f} (last {window:.0f} s {growth:+.1f}; "
           f"bound {args.max_rss_growth_mib:+.1f})")
+    tail = [(t, m) for t, m, _ in rss_samples if t >= load_seconds - window]
+    if len(tail) >= 2:
+        # A trend, where the end-minus-start difference also sees where in its
+        # sawtooth (jemalloc purges freed pages after 10 s) each end fell.
+        slope = np.polyfit([t for t, _ in tail], [m for _, m in tail], 1)[0] * 60
+        print(f"VmRSS trend over the last {window:.0f} s (least squares): "
+              f"{slope:+.2f} MiB/min")
     if rss_samples:
         step = max(1, len(rss_samples) // 10)
         print("VmRSS MiB (threads) over time: " + ", ".join(
@@ -375,8 +404,10 @@ def main():
         failures.append("server counted fewer OK than clients got")
     if sum(server_codes.values()) > sent:
         failures.append("server counted more calls than were sent")
-    if rss["end"] - rss["middle"] > args.max_rss_growth_mib:
-        failures.append(f"VmRSS grew {rss['end'] - rss['middle']:.1f} MiB in the second half")
+    if growth > args.max_rss_growth_mib:
+        failures.append(f"VmRSS grew {growth:.1f} MiB in the last {window:.0f} s")
+    if args.expect_allocator and not server.allocator.startswith(args.expect_allocator):
+        failures.append(f"server runs on {server.allocator}, not {args.expect_allocator}")
     if exit_code != 0:
         failures.append(f"server exited {exit_code} on SIGTERM")
     if failures:

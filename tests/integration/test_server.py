@@ -235,3 +235,26 @@ def test_every_binary_reports_the_same_version(server):
     assert version == project.group(1)
     [(labels, value)] = parse_samples(server.metrics(), "layerserve_build_info")
     assert labels["version"] == version and value == 1
+
+
+def _configured_allocator():
+    """The allocator the server binary was built with, from its build tree's
+    CMakeCache.txt: "jemalloc" (the default), or "glibc malloc" for
+    -DLAYERSERVE_ALLOCATOR=system and for sanitizer builds, whose runtime replaces
+    malloc itself."""
+    cache = (Path(SERVER).resolve().parents[1] / "CMakeCache.txt").read_text()
+    settings = dict(re.findall(r"^(LAYERSERVE_\w+):\w+=(.*)$", cache, re.M))
+    if settings.get("LAYERSERVE_SANITIZE") or settings.get("LAYERSERVE_FUZZ") == "ON":
+        return "glibc malloc"
+    return "glibc malloc" if settings.get("LAYERSERVE_ALLOCATOR") == "system" else "jemalloc"
+
+
+def test_server_runs_on_the_configured_allocator_with_its_settings(server):
+    """The start-up log names the allocator; jemalloc's settings (server/rpc/allocator.cc)
+    took effect: its background thread returns unused pages, also while idle."""
+    allocator = _configured_allocator()
+    assert re.search(rf"^layerserve: memory allocator {allocator}", server.output(),
+                     re.M), server.output()
+    tasks = Path(f"/proc/{server.proc.pid}/task")
+    threads = [(task / "comm").read_text().strip() for task in tasks.iterdir()]
+    assert ("jemalloc_bg_thd" in threads) == (allocator == "jemalloc"), threads
