@@ -8,10 +8,11 @@
 #ifdef LAYERSERVE_JEMALLOC
 #include <jemalloc/jemalloc.h>
 
-// Read by jemalloc at its first allocation (declared with C linkage by jemalloc.h). Freed pages go back to the system 10 s
-// (the default dirty_decay_ms) after their last use, by jemalloc's own background
-// thread: memory also shrinks while the server is idle, and no request thread pays
-// for the purge. Up to then a freed buffer is reused without page faults.
+// Read by jemalloc at its first allocation (jemalloc.h declares it with C linkage).
+// Freed pages go back to the system 10 s (the default dirty_decay_ms) after their
+// last use, by jemalloc's own background thread: memory also shrinks while the
+// server is idle, and no request thread pays for the purge. Until then a freed
+// buffer is reused without page faults.
 const char* malloc_conf = "background_thread:true";
 #endif
 
