@@ -171,7 +171,9 @@ def test_a_call_whose_deadline_passes_while_it_computes_stops_between_layers():
             start = time.monotonic()
             stub.BlockForward(long_call, timeout=120)
             took.append(time.monotonic() - start)
-        whole = sorted(took)[1]
+        # The fastest: a deadline at 40% of it falls inside the call even when the
+        # machine's load (other tests, sanitizers) slowed the calls timed here.
+        whole = min(took)
         idle(server)
         before, computed_before = codes(server, "BlockForward"), computed(server, "BlockForward")
         queued_before = queue_seconds(server)
