@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """How soon a worker is free again when the call it computes is given up (issue 24,
-item 4): a 512-token BlockForward through the demo model's 4 layers, on a server
-with one compute thread, whose client deadline passes at 40% of the call's time
+item 4): a 512-token BlockForward through the demo model's 4 layers (or, with
+--llama8b, through 4 Llama-3-8B-shaped layers of bfloat16 weights, written to a
+temporary directory by bench/llama8b_bench.py), on a server with one compute thread, whose client deadline passes at 40% of the call's time
 (in its second layer); at that moment a second client sends a 1-token call, which
 can only run once the worker is free.
 
@@ -11,12 +12,13 @@ answered. With the call stopped between layers the wait is at most what was left
 of the layer it was in, plus the small call; without, it is what was left of the
 whole call.
 
-Usage: /usr/bin/python3 bench/cancellation_bench.py [BUILD_DIR] [--runs 7]
+Usage: /usr/bin/python3 bench/cancellation_bench.py [BUILD_DIR] [--runs 7] [--llama8b]
 """
 import argparse
 import os
 import statistics
 import sys
+import tempfile
 import threading
 import time
 
@@ -27,26 +29,41 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "testing"))
 from sessions_bench import start_server  # noqa: E402  (beside this file)
 
-LAYERS, TOKENS, HIDDEN = 4, 512, 512  # The demo model's layers and hidden size.
+LAYERS, TOKENS, DEMO_HIDDEN = 4, 512, 512  # The demo model's layers and hidden size.
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("build", nargs="?", default=os.path.join(ROOT, "build"))
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--llama8b", action="store_true",
+                        help="4 layers of the 8B shape instead of the demo model")
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="cancellation_bench.") as repository:
+        if args.llama8b:
+            import llama8b_bench  # Beside this file; needs torch for the weights.
+            model, flags = llama8b_bench.write_repository(repository, LAYERS)
+            measure(args, model, llama8b_bench.HIDDEN, flags)
+        else:
+            measure(args, "", DEMO_HIDDEN, [])
+
+
+def measure(args, model, hidden, flags):
+    """The runs against a server started with `flags`, on `model` ("" = default)."""
     from layerserve.v1 import layerserve_pb2 as pb
     from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
     from wire import array_tensor
 
-    proc, target = start_server(args.build, "--compute-threads=1")
+    proc, target = start_server(args.build, "--compute-threads=1", *flags)
     try:
         rng = np.random.default_rng(0)
-        long_call = pb.BlockForwardRequest(num_layers=LAYERS, hidden_states=array_tensor(
-            rng.standard_normal((1, TOKENS, HIDDEN)).astype(np.float32), "float32"))
-        short_call = pb.BlockForwardRequest(hidden_states=array_tensor(
-            rng.standard_normal((1, 1, HIDDEN)).astype(np.float32), "float32"))
-        channels = [grpc.insecure_channel(target) for _ in range(2)]
+        long_call = pb.BlockForwardRequest(
+            model=model, num_layers=LAYERS, hidden_states=array_tensor(
+                rng.standard_normal((1, TOKENS, hidden)).astype(np.float32), "float32"))
+        short_call = pb.BlockForwardRequest(model=model, hidden_states=array_tensor(
+            rng.standard_normal((1, 1, hidden)).astype(np.float32), "float32"))
+        channels = [grpc.insecure_channel(target, options=[
+            ("grpc.max_receive_message_length", 64 << 20)]) for _ in range(2)]
         first, second = (pb_grpc.LayerServiceStub(c) for c in channels)
         for _ in range(2):  # Warm-up: primitives, pages.
             first.BlockForward(long_call, timeout=120)

@@ -125,22 +125,37 @@ def make_weights():
     }
 
 
-def write_checkpoint(directory, weights):
+def write_checkpoint(directory, weights, layers=1):
     """config.json + model.safetensors (BF16) in `directory`, as the loader reads
-    them (server/models/)."""
+    them (server/models/): `weights` of make_weights(), as the model's first layer
+    and (layers > 1) again as each of the others."""
     from safetensors_file import write_safetensors
     os.makedirs(directory, exist_ok=True)
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
               "hidden_size": HIDDEN, "num_attention_heads": HEADS,
               "num_key_value_heads": KV_HEADS, "intermediate_size": FFN,
-              "num_hidden_layers": 1, "rms_norm_eps": SHAPE.eps,
+              "num_hidden_layers": layers, "rms_norm_eps": SHAPE.eps,
               "rope_theta": SHAPE.theta, "max_position_embeddings": 8192,
               "hidden_act": "silu", "vocab_size": 128256, "torch_dtype": "bfloat16"}
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
-    write_safetensors(os.path.join(directory, "model.safetensors"), [
-        (name, "BF16", list(t.shape), t.view(torch.int16).numpy().astype("<i2").tobytes())
-        for name, t in weights.items()])
+    tensors = []
+    for name, t in weights.items():
+        data = t.view(torch.int16).numpy().astype("<i2").tobytes()
+        for layer in range(layers):
+            tensors.append((name.replace("model.layers.0.", f"model.layers.{layer}."),
+                            "BF16", list(t.shape), data))
+    write_safetensors(os.path.join(directory, "model.safetensors"), tensors)
+
+
+def write_repository(repository, layers=1):
+    """A model repository in `repository` holding one model of `layers` copies of one
+    random layer, for benches that need the 8B shape but no PyTorch peer. Returns
+    the model's name and the server flags that serve it as this bench does."""
+    name = f"llama3-8b-{layers}layer"
+    write_checkpoint(os.path.join(repository, name), make_weights(), layers)
+    return name, [f"--model-repository={repository}", "--weight-dtype=bfloat16",
+                  "--kv-cache-dtype=bfloat16"]
 
 
 def torch_layer(weights):

@@ -135,9 +135,9 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA certificates; when set, clients must present a certificate one of "
           "them signed (mutual TLS).");
 ABSL_FLAG(bool, warm_up, true,
-          "Before health says SERVING, run a short BlockForward and a decode step of "
-          "every model on every compute thread, so the first calls are not the slow "
-          "ones (oneDNN's primitives, first-touch memory).");
+          "Before health says SERVING, run BlockForward calls of 16 and 512 tokens "
+          "and a decode step of every model on every compute thread, so the first "
+          "calls are not the slow ones (oneDNN's primitives, buffers grown).");
 ABSL_FLAG(std::string, auth_token_file, "",
           "File of accepted bearer tokens, one per line; when set, every call but "
           "grpc.health.v1 needs `authorization: Bearer <token>` metadata. Read again "

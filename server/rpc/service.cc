@@ -156,13 +156,14 @@ int LayerServiceImpl::WarmUp(const ModelRepository& models) {
   SessionOptions options = options_.sessions;
   options.replica += "-warm-up";
   SessionStore sessions(options, /*metrics=*/nullptr);
+  const int64_t tokens = WarmUpTokens(options_.prefill_chunk_tokens);
   std::atomic<int> warmed{0};
   batcher_.RunOnEachWorker([&](WorkerContext& worker) {
     // While serving (a reload), a worker's last batch left it sharing loops with
     // the others: the warm-up runs on this worker alone, as at start.
     kernels::ParallelFor* const parallel = worker.block.parallel;
     worker.block.parallel = nullptr;
-    warmed += WarmUpWorker(models, sessions, worker);
+    warmed += WarmUpWorker(models, sessions, worker, tokens);
     worker.block.parallel = parallel;
   });
   return warmed.load();

@@ -46,20 +46,21 @@ absl::Status RunWarmUpCall(const ModelRepository& models, SessionStore& sessions
 
 absl::Status WarmUpModel(const ModelRepository& models, SessionStore& sessions,
                          WorkerContext& worker,
-                         const std::shared_ptr<const Model>& model_ptr) {
+                         const std::shared_ptr<const Model>& model_ptr, int64_t tokens) {
   const Model& model = *model_ptr;
-  absl::Status status = RunWarmUpCall(models, sessions, worker, model, kWarmUpTokens, "");
-  if (!status.ok()) return status;
+  // Models with learned positions take no more tokens than they have positions (a
+  // tiny GPT-2 has 16), and the session's prefill leaves room for its step.
+  const int64_t positions = model.config.max_position_embeddings;
+  if (positions > 1) tokens = std::min(tokens, positions - 1);
+  for (const int64_t call_tokens : {std::min(tokens, kWarmUpShortTokens), tokens}) {
+    absl::Status status = RunWarmUpCall(models, sessions, worker, model, call_tokens, "");
+    if (!status.ok()) return status;
+  }
   absl::StatusOr<std::string> session =
       sessions.Open(model_ptr, model.span_start, model.span_end - model.span_start,
                     /*max_length=*/0);
   if (!session.ok()) return session.status();
-  // The prefill leaves room for the step in sessions as short as the model's
-  // positions (a tiny GPT-2 has 16).
-  const int64_t positions = model.config.max_position_embeddings;
-  const int64_t prefill =
-      positions > 1 ? std::min(kWarmUpTokens, positions - 1) : kWarmUpTokens;
-  status = RunWarmUpCall(models, sessions, worker, model, prefill, *session);
+  absl::Status status = RunWarmUpCall(models, sessions, worker, model, tokens, *session);
   if (status.ok()) status = RunWarmUpCall(models, sessions, worker, model, 1, *session);
   sessions.Close(*session).IgnoreError();  // Gone already if a call failed.
   return status;
@@ -67,14 +68,18 @@ absl::Status WarmUpModel(const ModelRepository& models, SessionStore& sessions,
 
 }  // namespace
 
+int64_t WarmUpTokens(int64_t prefill_chunk_tokens) {
+  return std::max(kWarmUpTokens, prefill_chunk_tokens);
+}
+
 int WarmUpWorker(const ModelRepository& models, SessionStore& sessions,
-                 WorkerContext& worker) {
+                 WorkerContext& worker, int64_t tokens) {
   int warmed = 0;
   for (const auto& model : models.models()) {
     if (!model->ready()) continue;
     absl::Status status;
     try {
-      status = WarmUpModel(models, sessions, worker, model);
+      status = WarmUpModel(models, sessions, worker, model, tokens);
     } catch (const std::exception& e) {
       status = absl::InternalError(e.what());
     } catch (...) {

@@ -13,9 +13,12 @@ import numpy as np
 import pytest
 
 from grpc_std import health_pb2, health_pb2_grpc
+from layerserve.v1 import layerserve_pb2 as pb
+from layerserve.v1 import layerserve_pb2_grpc as pb_grpc
 from grpc_std import reflection_pb2, reflection_pb2_grpc
 from metrics_text import parse_samples
 from server_process import CLI, SERVER, SOURCE_DIR, ServerProcess, run_cli
+from wire import array_tensor
 
 SERVICE = "layerserve.v1.LayerService"
 
@@ -165,6 +168,36 @@ def test_warm_up_runs_every_model_before_serving_and_leaves_no_trace():
         assert "warm-up" not in cold.output()
     finally:
         assert cold.stop() == 0, cold.output()
+
+
+def test_after_the_warm_up_first_calls_up_to_512_tokens_create_no_primitive():
+    """What the warm-up leaves a first call of 16 or 512 tokens to do: no oneDNN
+    primitive created (ONEDNN_VERBOSE=2 logs each one made, "create:cache_miss"),
+    and its buffers already that large (not visible here; timed by
+    bench/first_call_bench.py)."""
+    server = ServerProcess("--compute-threads=2", wrapper=("env", "ONEDNN_VERBOSE=2"))
+
+    def created(lines):
+        return [line for line in lines if "create:cache_miss" in line and ",matmul," in line]
+
+    try:
+        at_start = server.output()
+        assert at_start.index("warm-up:") < at_start.index("gRPC listening")
+        made = created(at_start.splitlines())
+        for rows in (16, 512):  # The demo model's first matmul: [rows, 512] x [512, 768].
+            assert any(f",{rows}x512:512x768:" in line for line in made), made
+        with grpc.insecure_channel(server.target) as channel:
+            stub = pb_grpc.LayerServiceStub(channel)
+            for tokens in (512, 16):
+                x = np.random.default_rng(tokens).standard_normal((1, tokens, 512),
+                                                                  dtype=np.float32)
+                stub.BlockForward(pb.BlockForwardRequest(
+                    num_layers=4, hidden_states=array_tensor(x, "float32")), timeout=120)
+        after = server.output()[len(at_start):].splitlines()
+        assert any(",matmul," in line and "exec" in line for line in after), "no matmul ran"
+        assert created(after) == []
+    finally:
+        assert server.stop() == 0, server.output()[-2000:]
 
 
 @pytest.mark.parametrize("flag", ["--max-batch-rows=0", "--max-queue-size=0",
