@@ -14,6 +14,10 @@ DESIGN_METRICS = (
     {f"layerserve_{n}" for n in _COUNTERS + _GAUGES}
     | {f"layerserve_{n}{s}" for n in _HISTOGRAMS for s in ("_bucket", "_sum", "_count")})
 
+# Exported since DESIGN.md was written (docs/OPERATIONS.md): alerts may use them;
+# the dashboard need not show them.
+ADDED_METRICS = {"layerserve_model_reloads_total"}
+
 _NAME = re.compile(r"\blayerserve_[a-z_]+\b|\bup(?=\s*\{)")
 
 
