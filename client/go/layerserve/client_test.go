@@ -408,6 +408,10 @@ func TestListModelsAndGetModel(t *testing.T) {
 		if m.State != pb.ModelInfo_READY {
 			t.Errorf("%s: %v %s", m.Name, m.State, m.Error)
 		}
+		// Loaded once, at start: version 1, no failed reload beside it.
+		if m.Version != 1 || m.ReloadError != "" {
+			t.Errorf("%s: version %d, reload error %q; want 1, none", m.Name, m.Version, m.ReloadError)
+		}
 		if m.IsDefault {
 			defaults = append(defaults, m.Name)
 		}

@@ -232,7 +232,11 @@ describe('LayerClient on a real server', () => {
     const models = await client.listModels();
     assert.deepEqual(models.map((m) => m.name).sort(), Object.keys(BLOCK_GOLDEN.models).sort());
     assert.deepEqual(models.filter((m) => m.is_default).map((m) => m.name), ['tiny-gemma']);
-    for (const m of models) assert.equal(m.state, 'READY', m.error);
+    for (const m of models) {
+      assert.equal(m.state, 'READY', m.error);
+      // Loaded once, at start: version 1, no failed reload beside it.
+      assert.deepEqual([m.version, m.reload_error], [1, ''], m.name);
+    }
 
     const info = await client.getModel('tiny-llama');
     const want = BLOCK_GOLDEN.models['tiny-llama'].info;
