@@ -5,7 +5,10 @@
 #include <new>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/retry_delay.h"
+#include "server/rpc/grpc_status.h"
 
 namespace layerserve {
 
@@ -14,11 +17,12 @@ grpc::Status StatusOfCurrentException(absl::string_view method) {
   try {
     throw;
   } catch (const std::bad_alloc&) {
-    status = grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat(method,
-                     ": the server ran out of memory computing this request; send "
-                     "smaller requests (fewer rows or tokens), or retry later"));
+    status = ToGrpcStatus(
+        WithRetryDelay(absl::ResourceExhaustedError(absl::StrCat(
+                           method,
+                           ": the server ran out of memory computing this request; send "
+                           "smaller requests (fewer rows or tokens), or retry later")),
+                       kOutOfMemoryRetryDelay));
   } catch (const std::exception& e) {
     status = grpc::Status(grpc::StatusCode::INTERNAL,
                           absl::StrCat(method, " failed on the server: ", e.what()));

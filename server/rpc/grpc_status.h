@@ -4,7 +4,8 @@
 //   INVALID_ARGUMENT: google.rpc.BadRequest, one field violation per field the
 //     message names (see FieldPathsOfMessage), each with the whole message;
 //   a status carrying a retry delay (common/retry_delay.h; RESOURCE_EXHAUSTED from
-//     a full queue, or a KV cache that busy sessions fill): google.rpc.RetryInfo.
+//     a full queue, a KV cache that busy sessions fill, or the server out of
+//     memory): google.rpc.RetryInfo.
 //     None where no retry can succeed (a request over --max-request-elements, a
 //     response over --max-message-bytes, a step bigger than the whole KV cache).
 // Code and message are unchanged.

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -23,6 +24,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
 #include "layerserve/v1/layerserve.grpc.pb.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -364,6 +367,17 @@ class ExceptionBoundaryTest : public ::testing::Test {
   std::unique_ptr<v1::LayerService::Stub> stub_;
 };
 
+// The whole seconds of the google.rpc.RetryInfo `status` carries, if any.
+std::optional<int64_t> RetryDelaySeconds(const grpc::Status& status) {
+  google::rpc::Status details;
+  if (!details.ParseFromString(status.error_details())) return std::nullopt;
+  for (const auto& detail : details.details()) {
+    google::rpc::RetryInfo retry_info;
+    if (detail.UnpackTo(&retry_info)) return retry_info.retry_delay().seconds();
+  }
+  return std::nullopt;
+}
+
 const std::string kOutOfMemoryMessage =
     "FaultyNormalize: the server ran out of memory computing this request; send "
     "smaller requests (fewer rows or tokens), or retry later";
@@ -390,6 +404,9 @@ TEST_F(ExceptionBoundaryTest, KernelFailuresBecomeStatusesInlineAndQueued) {
       ++calls;
       EXPECT_EQ(status.error_code(), c.code) << c.message << (queue ? " queued" : "");
       EXPECT_EQ(status.error_message(), c.message);
+      EXPECT_EQ(RetryDelaySeconds(status), c.code == grpc::StatusCode::RESOURCE_EXHAUSTED
+                                               ? std::optional<int64_t>(1)
+                                               : std::nullopt);
       // The server goes on: the next call is computed.
       const grpc::Status next = Normalize(Request(kNone, queue, 2.0f), &response);
       ++calls;
@@ -415,6 +432,7 @@ TEST_F(ExceptionBoundaryTest, ParseFailuresOnTheGrpcThreadBecomeStatuses) {
   status = Normalize(Request(kParseOutOfMemory, true), &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(status.error_message(), kOutOfMemoryMessage);
+  EXPECT_EQ(RetryDelaySeconds(status), 1);
   EXPECT_TRUE(Normalize(Request(kNone, false), &response).ok());
   EXPECT_EQ(runs_inline.load() + runs_on_worker.load(), 1) << "no failed parse ran";
   ExpectEachAnsweredOnce("FaultyNormalize", 3);

@@ -26,8 +26,9 @@ class LayerServeError(Exception):
         google.rpc.BadRequest, field a request field path ("hidden_states.shape",
         "positions[2]"); [] otherwise.
       retry_delay: seconds, from a RESOURCE_EXHAUSTED's google.rpc.RetryInfo (a full
-        queue, a KV cache that busy sessions fill: the same request may succeed
-        then); None otherwise, and where no retry can succeed.
+        queue, a KV cache that busy sessions fill, the server out of memory: the
+        same request may succeed then); None otherwise, and where no retry can
+        succeed.
     """
 
     def __init__(self, code: grpc.StatusCode, details: str, attempts: int = 1,
