@@ -170,22 +170,19 @@ def test_warm_up_runs_every_model_before_serving_and_leaves_no_trace():
         assert cold.stop() == 0, cold.output()
 
 
-def test_after_the_warm_up_first_calls_up_to_512_tokens_create_no_primitive():
-    """What the warm-up leaves a first call of 16 or 512 tokens to do: no oneDNN
-    primitive created (ONEDNN_VERBOSE=2 logs each one made, "create:cache_miss"),
-    and its buffers already that large (not visible here; timed by
-    bench/first_call_bench.py)."""
-    server = ServerProcess("--compute-threads=2", wrapper=("env", "ONEDNN_VERBOSE=2"))
+def _first_calls_creating_primitives(*flags):
+    """Starts a server on the demo model with ONEDNN_VERBOSE=2 (oneDNN logs each
+    primitive it makes: "create:cache_miss"), sends BlockForward calls of 512 and 16
+    tokens, and returns (the matmul primitives made before serving, those the calls
+    made)."""
+    server = ServerProcess("--compute-threads=2", *flags,
+                           wrapper=("env", "ONEDNN_VERBOSE=2"))
 
     def created(lines):
         return [line for line in lines if "create:cache_miss" in line and ",matmul," in line]
 
     try:
         at_start = server.output()
-        assert at_start.index("warm-up:") < at_start.index("gRPC listening")
-        made = created(at_start.splitlines())
-        for rows in (16, 512):  # The demo model's first matmul: [rows, 512] x [512, 768].
-            assert any(f",{rows}x512:512x768:" in line for line in made), made
         with grpc.insecure_channel(server.target) as channel:
             stub = pb_grpc.LayerServiceStub(channel)
             for tokens in (512, 16):
@@ -195,9 +192,25 @@ def test_after_the_warm_up_first_calls_up_to_512_tokens_create_no_primitive():
                     num_layers=4, hidden_states=array_tensor(x, "float32")), timeout=120)
         after = server.output()[len(at_start):].splitlines()
         assert any(",matmul," in line and "exec" in line for line in after), "no matmul ran"
-        assert created(after) == []
+        return created(at_start.splitlines()), created(after)
     finally:
         assert server.stop() == 0, server.output()[-2000:]
+
+
+def test_after_the_warm_up_first_calls_up_to_512_tokens_create_no_primitive():
+    """What the warm-up leaves a first call of 16 or 512 tokens to do: no oneDNN
+    primitive to create, and its buffers already that large (not visible here;
+    timed by bench/first_call_bench.py). Without the warm-up the same calls create
+    theirs."""
+    before_serving, by_the_calls = _first_calls_creating_primitives()
+    for rows in (16, 512):  # The demo model's first matmul: [rows, 512] x [512, 768].
+        assert any(f",{rows}x512:512x768:" in line for line in before_serving), before_serving
+    assert by_the_calls == []
+
+    before_serving, by_the_calls = _first_calls_creating_primitives("--warm-up=false")
+    assert before_serving == []
+    for rows in (16, 512):
+        assert any(f",{rows}x512:512x768:" in line for line in by_the_calls), by_the_calls
 
 
 @pytest.mark.parametrize("flag", ["--max-batch-rows=0", "--max-queue-size=0",
