@@ -14,9 +14,13 @@ batching in 2026-11-30-batching-gain.md, methods in 2026-11-30-numeric-health-co
   methods   PositionalEncode (RoPE query and key, sinusoidal and ALiBi adds) and
             Activate (GELU) at 1 MiB and 8-16 MiB per tensor, concurrency 1: the
             server's mean time in the kernel and outside it, per request.
+  python    The Python client's round trip to layerserve-echo (Normalize, float32)
+            at 2, 4 and 8 MiB each way, with Client(keep_freed_buffers=True), the
+            default, and False, each in its own interpreter (the malloc settings
+            are per process), alternating three times: medians of 30 calls.
 
 Usage: /usr/bin/python3 bench/serving_bench.py BUILD_DIR
-           [overhead|batching|methods]...
+           [overhead|batching|methods|python]...
 Prints Markdown tables. Everything runs on 127.0.0.1 with OS-picked ports.
 """
 import json
@@ -181,7 +185,51 @@ def methods():
         server.stop()
 
 
+# One interpreter's medians, in ms, of the round trips of python(): argv = target,
+# keep_freed_buffers ("True"/"False"), rows...
+PYTHON_ROUND_TRIPS = """
+import statistics, sys, time
+import numpy as np
+from layerserve_client import Client
+with Client(sys.argv[1], keep_freed_buffers=sys.argv[2] == "True") as client:
+    for rows in map(int, sys.argv[3:]):
+        x = np.random.default_rng(rows).standard_normal((rows, 4096), dtype=np.float32)
+        for _ in range(3):
+            client.normalize(x)
+        times = []
+        for _ in range(30):
+            start = time.perf_counter()
+            client.normalize(x)
+            times.append(time.perf_counter() - start)
+        print(statistics.median(times) * 1e3)
+"""
+
+
+def python():
+    rows = [128, 256, 512]  # 2, 4 and 8 MiB of float32 at hidden 4096.
+    echo = Process([ECHO, "--port=0"])
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = [os.path.join(here, "..", "client", "python"), os.path.join(BUILD, "python")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path + sys.path))
+    medians = {True: [], False: []}
+    try:
+        for _ in range(3):
+            for keep in (False, True):
+                out = subprocess.run([sys.executable, "-c", PYTHON_ROUND_TRIPS, echo.target,
+                                      str(keep), *map(str, rows)], env=env, check=True,
+                                     capture_output=True, text=True).stdout
+                medians[keep].append([float(v) for v in out.split()])
+    finally:
+        echo.stop()
+    print("| MiB each way | keep_freed_buffers=False, ms (3 runs) | True, ms (3 runs) |")
+    print("|---|---|---|")
+    for i, r in enumerate(rows):
+        runs = {keep: ", ".join(f"{m[i]:.1f}" for m in medians[keep]) for keep in medians}
+        print(f"| {r * 4096 * 4 >> 20} | {runs[False]} | {runs[True]} |", flush=True)
+
+
 if __name__ == "__main__":
-    parts = {"overhead": overhead, "batching": batching, "methods": methods}
+    parts = {"overhead": overhead, "batching": batching, "methods": methods,
+             "python": python}
     for part in sys.argv[2:] or ["overhead", "batching"]:
         parts[part]()

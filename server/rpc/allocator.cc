@@ -13,7 +13,12 @@
 // last use, by jemalloc's own background thread: memory also shrinks while the
 // server is idle, and no request thread pays for the purge. Until then a freed
 // buffer is reused without page faults.
-const char* malloc_conf = "background_thread:true";
+// oversize_threshold:0: by default jemalloc serves requests of 8 MiB and more from a
+// dedicated arena that gives their pages back at once, so every call with an 8 MiB
+// tensor (T = 512 at hidden 4096, in float32) faulted its message buffers in again:
+// at this VM's 4 KiB fault cost, 105 ms of an 8 MiB RMSNorm's 108 ms p50, 11-25 ms
+// without it (docs/perf/2026-12-02-large-messages.md). Off, they decay like the rest.
+const char* malloc_conf = "background_thread:true,oversize_threshold:0";
 #endif
 
 namespace layerserve {

@@ -15,7 +15,7 @@ from typing import Callable, List, Optional, Sequence, Union
 import grpc
 import numpy as np
 
-from . import health
+from . import allocator, health
 from .auth import BearerToken, channel_credentials
 from ._stubs import pb, pb_grpc
 from .errors import LayerServeError
@@ -162,6 +162,10 @@ class Client:
         gRPC's pick_first otherwise.
     max_message_bytes: largest request and response (default 256 MiB, as the server).
     options: extra gRPC channel arguments [(name, value)].
+    keep_freed_buffers: let glibc's malloc reuse freed large buffers for the whole
+        process (allocator.py; once per process, on glibc only): calls with MiB-sized
+        tensors then stop faulting fresh pages in at every call. False leaves the
+        process's malloc settings alone.
     sleep, rng: the wait between retries and its jitter source (tests inject them).
     """
 
@@ -174,12 +178,15 @@ class Client:
                  load_balancing: Optional[str] = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  options: Sequence = (),
+                 keep_freed_buffers: bool = True,
                  sleep: Callable[[float], None] = time.sleep,
                  rng: Optional[random.Random] = None):
         address = channel_target(target)
         # Arguments first: a mistake raises before a channel exists.
         credentials = channel_credentials(credentials, tls_ca, tls_cert, tls_key)
         self._token = BearerToken.from_arguments(token, token_file)
+        if keep_freed_buffers:
+            allocator.keep_freed_buffers()
         if load_balancing is None and not isinstance(target, str) and len(target) > 1:
             load_balancing = "round_robin"
         channel_options = [
