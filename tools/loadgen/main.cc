@@ -1,6 +1,8 @@
 // layerserve-bench: a load generator for a layerserve server. See kBenchUsage
 // (bench_options.cc) for the flags; the loops are load_generator.h, the report
 // bench_report.h.
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -176,5 +178,11 @@ int Main(const std::vector<std::string>& args) {
 }  // namespace layerserve::client
 
 int main(int argc, char** argv) {
+  // Keep freed message buffers for reuse, as the server and the Python client do
+  // (docs/perf/2026-12-02-large-messages.md): with glibc's defaults each 8 MiB
+  // response was faulted in anew, and the load generator's own page faults added
+  // 10-40 ms to an 8 MiB call's 14 ms p50, which it reports as the server's.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   return layerserve::client::Main(std::vector<std::string>(argv + 1, argv + argc));
 }
