@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc",
-                                reason="the settings are glibc's")
+GLIBC = platform.libc_ver()[0] == "glibc"
 
 # Page faults per round of two 4 MiB buffers allocated, filled and freed: what a
 # call with a 2 MiB tensor each way does to its message buffers.
@@ -46,6 +45,7 @@ def run(script, arg):
                           capture_output=True, text=True, timeout=60).stdout.strip()
 
 
+@pytest.mark.skipif(not GLIBC, reason="the settings are glibc's; elsewhere none are made")
 def test_freed_buffers_are_reused_without_page_faults():
     pages = (4 << 20) // 4096
     # Without the settings glibc trims the freed buffers and faults them in again
@@ -55,5 +55,6 @@ def test_freed_buffers_are_reused_without_page_faults():
 
 
 def test_client_keeps_freed_buffers_unless_told_not_to():
-    assert run(CLIENT, "keep") == "True"
+    # On other C libraries keep_freed_buffers() changes nothing and says so.
+    assert run(CLIENT, "keep") == str(GLIBC)
     assert run(CLIENT, "leave") == "None"
