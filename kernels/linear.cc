@@ -18,9 +18,6 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 using Dt = memory::data_type;
 
-// The M used to ask oneDNN for its preferred weights layout; any M gives the same.
-constexpr int64_t kLayoutProbeRows = 128;
-
 // Linear runs a large layer as up to kMaxChunks matmuls over column ranges of at
 // least kMinChunkValues weights each, which idle threads may take: one request
 // computes on every core. The chunks are fixed at load, whoever runs them, so a
@@ -44,7 +41,8 @@ dnnl::matmul::primitive_desc MatmulDesc(int64_t rows, int64_t in, int64_t out, D
 
 // The layout oneDNN's matmul prefers for weights [in, out] of type dt.
 memory::desc PreferredWeights(int64_t in, int64_t out, Dt dt) {
-  return MatmulDesc(kLayoutProbeRows, in, out, dt, memory::desc({in, out}, dt, Tag::any))
+  return MatmulDesc(internal::kLayoutProbeRows, in, out, dt,
+                    memory::desc({in, out}, dt, Tag::any))
       .weights_desc();
 }
 

@@ -85,8 +85,18 @@ void LinearInt8FewRowsBlocksReference(const Int8Weights& w, const float* x, int6
 // rounded to bfloat16) and the weights float32(q) * scale rounded to bfloat16, the
 // products summed by VDPBF16PS in float32 (linear_int8_few_rows_dpbf16.cc).
 // REQUIRES: w.in even (LinearFewRows takes the float32 kernel for odd ones).
+// Where the CPU has AMX (FewRowsAmxSupported()) and w.in is a multiple of 32, the
+// products and sums run on AMX tiles (TDPBF16PS, linear_int8_few_rows_amx.cc), else
+// on VDPBF16PS; either way the kernel depends on the CPU and w, never on the rows.
 void LinearInt8FewRowsDpbf16Blocks(const Int8Weights& w, const uint32_t* x, int64_t rows,
                                    int64_t nb_begin, int64_t nb_end, float* y);
+// The two kernels it chooses from, for the tests and benchmarks. AMX: REQUIRES also
+// FewRowsAmxSupported() and w.in % 32 == 0.
+void LinearInt8FewRowsVdpbf16psBlocks(const Int8Weights& w, const uint32_t* x,
+                                      int64_t rows, int64_t nb_begin, int64_t nb_end,
+                                      float* y);
+void LinearInt8FewRowsAmxBlocks(const Int8Weights& w, const uint32_t* x, int64_t rows,
+                                int64_t nb_begin, int64_t nb_end, float* y);
 
 // Its reference: the same operands, products and sums in double, rounded once.
 void LinearInt8Bfloat16Reference(const Int8Weights& w, const float* x, int64_t rows,
@@ -106,6 +116,20 @@ inline uint16_t FiniteToBfloat16(float value) {
 // layout of oneDNN's weights {in, columns}: Linear's tiles for its bfloat16 matmul.
 void DequantizeInt8ToBfloat16(const Int8Weights& w, int64_t nb_begin, int64_t nb_end,
                               uint16_t* dst);
+
+// Dequantizes block columns [nb_begin, nb_end) like DequantizeInt8ToBfloat16, into
+// oneDNN's BA16a64b2a layout for bfloat16 weights {in, columns}: 32 k x 64 n blocks
+// holding k pairs side by side, element (k, n) of block column nb - nb_begin at
+// dst[(nb - nb_begin) * n_block_stride + (k / 32) * k_block_stride +
+// (k % 32 / 2) * 128 + 2 * n + k % 2]. k past `in` is not written, except the pair
+// partner of an odd `in`'s last k, written 0. Vectorized with Highway (any x86
+// target, chosen at run time); the reference is the same loop one value at a time.
+// REQUIRES: dst 4-byte aligned (written as 32-bit pairs).
+void DequantizeInt8Blocked(const Int8Weights& w, int64_t nb_begin, int64_t nb_end,
+                           int64_t k_block_stride, int64_t n_block_stride, uint16_t* dst);
+void DequantizeInt8BlockedReference(const Int8Weights& w, int64_t nb_begin,
+                                    int64_t nb_end, int64_t k_block_stride,
+                                    int64_t n_block_stride, uint16_t* dst);
 
 // Linear's product for int8 weights, block columns [nb_begin, nb_end) of y[rows,
 // out] = x · W^T + bias, x [rows, in] already rounded to bfloat16: the block

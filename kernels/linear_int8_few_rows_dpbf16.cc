@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "kernels/linear_int8.h"
+#include "kernels/linear_internal.h"
 
 namespace layerserve::kernels::internal {
 namespace {
@@ -89,6 +90,17 @@ void Tile(const Int8Weights& w, const uint32_t* x, int64_t pairs, int64_t nb, fl
 
 void LinearInt8FewRowsDpbf16Blocks(const Int8Weights& w, const uint32_t* x, int64_t rows,
                                    int64_t nb_begin, int64_t nb_end, float* y) {
+  // As for bfloat16 weights (linear_few_rows_dpbf16.cc): where the CPU has AMX,
+  // tiles; not for a partial last k block, where the A tile would read the next row.
+  if (w.in % 32 == 0 && FewRowsAmxSupported()) {
+    return LinearInt8FewRowsAmxBlocks(w, x, rows, nb_begin, nb_end, y);
+  }
+  LinearInt8FewRowsVdpbf16psBlocks(w, x, rows, nb_begin, nb_end, y);
+}
+
+void LinearInt8FewRowsVdpbf16psBlocks(const Int8Weights& w, const uint32_t* x,
+                                      int64_t rows, int64_t nb_begin, int64_t nb_end,
+                                      float* y) {
   const int64_t pairs = w.in / 2;
   for (int64_t nb = nb_begin; nb < nb_end; ++nb) {
     int64_t m = 0;

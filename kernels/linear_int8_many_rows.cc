@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/linear_int8.h"
+#include "kernels/linear_internal.h"
 #include "kernels/onednn_engine.h"
 
 namespace layerserve::kernels::internal {
@@ -29,27 +30,6 @@ bool Blocked(const memory::desc& weights) {
          b.inner_blks[2] == 2 && b.inner_idxs[2] == 0;
 }
 
-// Block columns [nb_begin, nb_end) as bfloat16 in the BA16a64b2a layout `weights`
-// (k past `in` stays as the caller zeroed it).
-void DequantizeBlocked(const Int8Weights& w, int64_t nb_begin, int64_t nb_end,
-                       const memory::desc& weights, uint16_t* dst) {
-  const dnnl_blocking_desc_t& b = weights.data.format_desc.blocking;
-  const int64_t k_block_stride = b.strides[0], n_block_stride = b.strides[1];
-  for (int64_t nb = nb_begin; nb < nb_end; ++nb) {
-    const int8_t* q = w.q.data() + nb * w.in * kInt8BlockOut;
-    const float* scales = w.scales.data() + nb * w.groups * kInt8BlockOut;
-    uint16_t* column = dst + (nb - nb_begin) * n_block_stride;
-    for (int64_t k = 0; k < w.in; ++k) {
-      const float* scale = scales + (k / w.group) * kInt8BlockOut;
-      const int8_t* row = q + k * kInt8BlockOut;
-      uint16_t* to = column + (k / 32) * k_block_stride + ((k % 32) / 2) * 128 + k % 2;
-      for (int64_t n = 0; n < kInt8BlockOut; ++n) {
-        to[n * 2] = FiniteToBfloat16(static_cast<float>(row[n]) * scale[n]);
-      }
-    }
-  }
-}
-
 // One thread's matmul primitives keyed by (rows, in, columns), its dequantized tile
 // and the tile's dense output. Bounded: past kMaxEntries it starts over (oneDNN's
 // own primitive cache makes re-creation cheap).
@@ -63,21 +43,28 @@ struct TileMatmuls {
   std::map<std::tuple<int64_t, int64_t, int64_t>, Entry> entries;
   std::vector<uint16_t> tile;
   std::vector<float> product;
+  std::vector<uint16_t> two_rows;  // A lone row and a zero row (see below).
 
   Entry& Get(int64_t rows, int64_t in, int64_t columns) {
     const auto key = std::make_tuple(rows, in, columns);
     auto it = entries.find(key);
     if (it != entries.end()) return it->second;
     if (entries.size() >= kMaxEntries) entries.clear();
-    auto make = [&](Tag weights) {
+    auto make = [&](int64_t m, const memory::desc& weights) {
       return dnnl::matmul::primitive_desc(
-          dnnl::matmul::desc(memory::desc({rows, in}, Dt::bf16, Tag::ab),
-                             memory::desc({in, columns}, Dt::bf16, weights),
-                             memory::desc({rows, columns}, Dt::f32, Tag::ab)),
+          dnnl::matmul::desc(memory::desc({m, in}, Dt::bf16, Tag::ab), weights,
+                             memory::desc({m, columns}, Dt::f32, Tag::ab)),
           CpuEngine());
     };
-    dnnl::matmul::primitive_desc pd = make(Tag::any);
-    if (!Blocked(pd.weights_desc())) pd = make(Tag::ab);
+    // The tile's layout is asked for at one M for every row count, as Linear's
+    // bfloat16 weights are packed: with AMX, oneDNN prefers other layouts at M = 1,
+    // whose kernels sum in another order, and a row's bits would depend on how many
+    // rows share the call.
+    memory::desc weights =
+        make(kLayoutProbeRows, memory::desc({in, columns}, Dt::bf16, Tag::any))
+            .weights_desc();
+    if (!Blocked(weights)) weights = memory::desc({in, columns}, Dt::bf16, Tag::ab);
+    const dnnl::matmul::primitive_desc pd = make(rows, weights);
     return entries.emplace(key, Entry{dnnl::matmul(pd), pd.weights_desc()}).first->second;
   }
 };
@@ -88,34 +75,55 @@ void LinearInt8ManyRows(const Int8Weights& w, const uint16_t* x, int64_t rows,
                         int64_t nb_begin, int64_t nb_end, float* y) {
   thread_local TileMatmuls matmuls;
   const dnnl::engine& engine = CpuEngine();
-  const memory src(memory::desc({rows, w.in}, Dt::bf16, Tag::ab), engine,
+  // oneDNN multiplies one row with another kernel than two or more (with AMX, its
+  // AVX-512 kernel at M = 1 and AMX from M = 2), which sums in another order. A row
+  // alone runs as two, the second zero, so it gets the bits it gets among others.
+  const int64_t m = std::max<int64_t>(rows, 2);
+  if (rows == 1) {
+    matmuls.two_rows.assign(2 * w.in, 0);
+    std::copy(x, x + w.in, matmuls.two_rows.begin());
+    x = matmuls.two_rows.data();
+  }
+  const memory src(memory::desc({m, w.in}, Dt::bf16, Tag::ab), engine,
                    const_cast<uint16_t*>(x));
   for (int64_t nb = nb_begin; nb < nb_end; nb += kInt8TileBlocks) {
     const int64_t nb_stop = std::min(nb_end, nb + kInt8TileBlocks);
-    const int64_t columns = (nb_stop - nb) * kInt8BlockOut;
-    TileMatmuls::Entry& entry = matmuls.Get(rows, w.in, columns);
-    const size_t elements = entry.weights.get_size() / sizeof(uint16_t);
-    matmuls.product.resize(rows * columns);
-    if (Blocked(entry.weights)) {
-      // The k padding of the last 32-k block must read as zeros.
-      if (w.in % 32 != 0) matmuls.tile.assign(elements, 0);
+    // Blocked tiles are always kInt8TileBlocks wide, the last padded with zero
+    // weights: oneDNN picks its kernel by M and N too (with AMX, 2 x 128 got the
+    // AVX-512 kernel, 2 x 256 AMX), and one N keeps a row's kernel the same whatever
+    // rows share the call.
+    int64_t columns = kInt8TileBlocks * kInt8BlockOut;
+    TileMatmuls::Entry* entry = &matmuls.Get(m, w.in, columns);
+    if (!Blocked(entry->weights)) {
+      columns = (nb_stop - nb) * kInt8BlockOut;
+      entry = &matmuls.Get(m, w.in, columns);
+    }
+    const size_t elements = entry->weights.get_size() / sizeof(uint16_t);
+    matmuls.product.resize(m * columns);
+    if (Blocked(entry->weights)) {
+      // The k padding of the last 32-k block and the padding blocks read as zeros.
+      if (w.in % 32 != 0 || nb_stop - nb < kInt8TileBlocks) {
+        matmuls.tile.assign(elements, 0);
+      }
       matmuls.tile.resize(elements);
-      DequantizeBlocked(w, nb, nb_stop, entry.weights, matmuls.tile.data());
+      const dnnl_blocking_desc_t& b = entry->weights.data.format_desc.blocking;
+      DequantizeInt8Blocked(w, nb, nb_stop, b.strides[0], b.strides[1],
+                            matmuls.tile.data());
     } else {
       matmuls.tile.resize(elements);
       DequantizeInt8ToBfloat16(w, nb, nb_stop, matmuls.tile.data());
     }
-    const memory weights(entry.weights, engine, matmuls.tile.data());
-    const memory dst(memory::desc({rows, columns}, Dt::f32, Tag::ab), engine,
+    const memory weights(entry->weights, engine, matmuls.tile.data());
+    const memory dst(memory::desc({m, columns}, Dt::f32, Tag::ab), engine,
                      matmuls.product.data());
-    entry.matmul.execute(
+    entry->matmul.execute(
         matmuls.stream,
         {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
     matmuls.stream.wait();
     // The tile's real columns (the last block may be padding) plus the bias, as
     // oneDNN would add it: to the float32 sum.
     const int64_t n0 = nb * kInt8BlockOut;
-    const int64_t real = std::min(columns, w.out - n0);
+    const int64_t real = std::min((nb_stop - nb) * kInt8BlockOut, w.out - n0);
     for (int64_t r = 0; r < rows; ++r) {
       const float* from = matmuls.product.data() + r * columns;
       float* to = y + r * w.out + n0;

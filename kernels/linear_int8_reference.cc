@@ -1,5 +1,6 @@
-// The scalar twin of the int8 few-rows kernel (linear_int8_few_rows.cc): the same
-// float32 operations in the same order, one value at a time, for the tests.
+// The scalar twins of the int8 kernels, for the tests: the few-rows kernel
+// (linear_int8_few_rows.cc), the same float32 operations in the same order, one
+// value at a time, and the blocked dequantization (linear_int8_dequantize.cc).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -36,6 +37,20 @@ void LinearInt8Bfloat16Reference(const Int8Weights& w, const float* x, int64_t r
         sum += double(xk) * wk;
       }
       y[r * w.out + o] = static_cast<float>(sum);
+    }
+  }
+}
+
+void DequantizeInt8BlockedReference(const Int8Weights& w, int64_t nb_begin,
+                                    int64_t nb_end, int64_t k_block_stride,
+                                    int64_t n_block_stride, uint16_t* dst) {
+  for (int64_t nb = nb_begin; nb < nb_end; ++nb) {
+    uint16_t* column = dst + (nb - nb_begin) * n_block_stride;
+    for (int64_t k = 0; k < w.in; ++k) {
+      uint16_t* to = column + (k / 32) * k_block_stride + ((k % 32) / 2) * 128 + k % 2;
+      for (int64_t n = 0; n < kInt8BlockOut; ++n) {
+        to[n * 2] = FiniteToBfloat16(w.Dequantized(nb * kInt8BlockOut + n, k));
+      }
     }
   }
 }

@@ -21,6 +21,11 @@ namespace layerserve::kernels::internal {
 // `n_block_stride`. Padding (k past K, n past N) is never read into a result.
 inline constexpr int64_t kFewRowsBlockOut = 64;
 
+// The M at which oneDNN is asked for its preferred weights layout, whatever the
+// rows of a call: the layout, and with it the kernel's summation order, must not
+// depend on how many rows share a call (with AMX, M = 1 gets another layout).
+inline constexpr int64_t kLayoutProbeRows = 128;
+
 struct FewRowsWeights {
   const void* data = nullptr;
   bool bf16 = false;

@@ -221,27 +221,74 @@ TEST(Int8FewRowsTest, EveryTargetMatchesTheScalarTwinOnExtremeValues) {
   }
 }
 
-// The VDPBF16PS kernel against its reference (the same bfloat16 operands, double
-// sums): products of bfloat16 values are exact in float32, only the sums round.
-// Odd sizes: outputs not a multiple of a vector or block, groups not dividing the
-// inputs and odd (a k pair straddles two groups), rows across the 6-row tiles; x
-// and y misaligned; NaN, Inf and zero rows.
-TEST(Int8FewRowsTest, Dpbf16KernelMatchesItsReference) {
-  if (!internal::FewRowsDpbf16Supported()) {
-    GTEST_SKIP() << "this CPU has no AVX512_BF16: LinearFewRows never runs the int8 "
-                    "VDPBF16PS kernel";
-  }
-  std::mt19937 rng(29);
+// The prefill's blocked bfloat16 tiles (Highway, every target) against the scalar
+// twin, bit for bit, over the whole buffer: odd inputs (the last k pair's zero
+// partner), groups that split a k pair, outputs past the last block's real ones, a
+// NaN, an Inf, a huge and a subnormal weight, and a destination 4 bytes past an
+// aligned address. Words the layout does not fill keep the caller's fill.
+TEST(Int8DequantizeTest, EveryTargetMatchesTheScalarTwinInTheBlockedLayout) {
+  std::mt19937 rng(17);
   struct Size {
     int64_t in, out, group;
   };
-  for (const Size& s : {Size{2, 1, 0}, Size{10, 3, 1}, Size{70, 7, 33}, Size{100, 65, 32},
-                        Size{4096, 130, 64}, Size{64, 200, 0}, Size{96, 4097, 128}}) {
+  for (const Size& s : {Size{1, 1, 0}, Size{2, 64, 1}, Size{7, 5, 3}, Size{33, 130, 32},
+                        Size{64, 200, 0}, Size{100, 65, 33}, Size{4097, 7, 64}}) {
+    std::vector<float> weight = Random(s.out * s.in, rng);
+    weight[0] = 3e38f;
+    if (weight.size() > 3) weight[3] = 1e-41f;
+    if (s.out > 2) weight[2 * s.in] = kNan;
+    if (s.out > 4) weight[4 * s.in + s.in - 1] = -kInf;
+    const Int8Weights w =
+        internal::QuantizeInt8(weight.data(), s.out, s.in, false, nullptr, s.group);
+    const int64_t k_blocks = (s.in + 31) / 32;
+    // oneDNN's strides for {in, 64 * nb} bfloat16 weights: n blocks outermost.
+    const int64_t k_block_stride = 32 * internal::kInt8BlockOut,
+                  n_block_stride = k_blocks * k_block_stride;
+    const size_t size = w.out_blocks * n_block_stride + 2;
+    std::vector<uint16_t> want(size, 0xABCD);
+    internal::DequantizeInt8BlockedReference(w, 0, w.out_blocks, k_block_stride,
+                                             n_block_stride, want.data() + 2);
+    if (s.in % 2 == 1) {  // The twin leaves the odd k's partner to the caller.
+      for (int64_t nb = 0; nb < w.out_blocks; ++nb) {
+        uint16_t* pair = want.data() + 2 + nb * n_block_stride +
+                         (s.in / 32) * k_block_stride + (s.in % 32 / 2) * 128 + 1;
+        for (int64_t n = 0; n < internal::kInt8BlockOut; ++n) pair[2 * n] = 0;
+      }
+    }
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      testing::TargetScope scope(target);
+      std::vector<uint16_t> got(size, 0xABCD);
+      internal::DequantizeInt8Blocked(w, 0, w.out_blocks, k_block_stride, n_block_stride,
+                                      got.data() + 2);
+      for (size_t i = 0; i < size; ++i) {
+        ASSERT_EQ(got[i], want[i]) << hwy::TargetName(target) << " in " << s.in << " out "
+                                   << s.out << " group " << s.group << " at " << i;
+      }
+    }
+  }
+}
+
+// The kernels on bfloat16 operands (VDPBF16PS, AMX) against their reference (the
+// same bfloat16 operands, double sums): products of bfloat16 values are exact in
+// float32, only the sums round. Odd sizes: outputs not a multiple of a vector or
+// block, groups not dividing the inputs and odd (a k pair straddles two groups),
+// rows across the 6-row and 16-row tiles; x and y misaligned; NaN, Inf and zero rows.
+using Bfloat16OperandKernel = void (*)(const Int8Weights&, const uint32_t*, int64_t,
+                                       int64_t, int64_t, float*);
+struct Int8Size {
+  int64_t in, out, group;
+};
+
+void CheckInt8Bfloat16Kernel(Bfloat16OperandKernel kernel,
+                             const std::vector<Int8Size>& sizes,
+                             const std::vector<int64_t>& row_counts) {
+  std::mt19937 rng(29);
+  for (const Int8Size& s : sizes) {
     const std::vector<float> weight = Random(s.out * s.in, rng),
                              bias = Random(s.out, rng);
     const Int8Weights w =
         internal::QuantizeInt8(weight.data(), s.out, s.in, false, bias.data(), s.group);
-    for (int64_t rows : {1, 2, 5, 6, 7, 13, 16, 17}) {
+    for (int64_t rows : row_counts) {
       std::vector<float> x = Random(rows * s.in, rng);
       if (rows >= 5) {
         for (int64_t k = 0; k < s.in; ++k) x[1 * s.in + k] = 0.0f;
@@ -254,13 +301,14 @@ TEST(Int8FewRowsTest, Dpbf16KernelMatchesItsReference) {
       pairs.insert(pairs.begin(), 0u);  // Misaligned by one word.
       std::vector<float> got(rows * s.out + 1), want(rows * s.out);
       float* y = got.data() + 1;
-      internal::LinearInt8FewRowsDpbf16Blocks(w, pairs.data() + 1, rows, 0, w.out_blocks,
-                                              y);
+      kernel(w, pairs.data() + 1, rows, 0, w.out_blocks, y);
       internal::LinearInt8Bfloat16Reference(w, x.data(), rows, want.data());
       for (int64_t i = 0; i < rows * s.out; ++i) {
         if (!std::isfinite(want[i])) {
           ASSERT_EQ(std::isnan(y[i]), std::isnan(want[i])) << i;
-          if (!std::isnan(want[i])) ASSERT_EQ(y[i], want[i]) << i;
+          if (!std::isnan(want[i])) {
+            ASSERT_EQ(y[i], want[i]) << i;
+          }
           continue;
         }
         double magnitude = std::fabs(w.bias[i % s.out]);
@@ -277,6 +325,70 @@ TEST(Int8FewRowsTest, Dpbf16KernelMatchesItsReference) {
           ASSERT_FALSE(std::isfinite(y[3 * s.out + o])) << o;
           ASSERT_TRUE(std::isfinite(y[1 * s.out + o])) << o;
         }
+      }
+    }
+  }
+}
+
+TEST(Int8FewRowsTest, Vdpbf16psKernelMatchesItsReference) {
+  if (!internal::FewRowsDpbf16Supported()) {
+    GTEST_SKIP() << "this CPU has no AVX512_BF16: LinearFewRows never runs the int8 "
+                    "VDPBF16PS kernel";
+  }
+  CheckInt8Bfloat16Kernel(internal::LinearInt8FewRowsVdpbf16psBlocks,
+                          {{2, 1, 0},
+                           {10, 3, 1},
+                           {70, 7, 33},
+                           {100, 65, 32},
+                           {4096, 130, 64},
+                           {64, 200, 0},
+                           {96, 4097, 128}},
+                          {1, 2, 5, 6, 7, 13, 16, 17});
+}
+
+TEST(Int8FewRowsTest, AmxKernelMatchesItsReference) {
+  if (!internal::FewRowsAmxSupported()) {
+    GTEST_SKIP() << "this CPU (or kernel) has no AMX-BF16: LinearFewRows never runs "
+                    "the int8 AMX kernel";
+  }
+  // Inputs in whole k blocks of 32, as the kernel requires; groups of 1 and 33 put
+  // a k pair across two groups and a group across k blocks.
+  CheckInt8Bfloat16Kernel(internal::LinearInt8FewRowsAmxBlocks,
+                          {{32, 1, 0},
+                           {64, 3, 1},
+                           {96, 7, 33},
+                           {160, 65, 32},
+                           {4096, 130, 64},
+                           {64, 200, 0},
+                           {96, 4097, 128}},
+                          {1, 2, 5, 15, 16, 17, 33});
+}
+
+// The choice between the two depends on the CPU and the inputs, never on the rows:
+// a row computed alone has the bits it has among 1..33 rows, at sizes where each
+// kernel runs.
+TEST(Int8FewRowsTest, Bfloat16OperandKernelRowsAreIndependent) {
+  if (!internal::FewRowsDpbf16Supported()) {
+    GTEST_SKIP() << "this CPU has no AVX512_BF16: LinearFewRows never runs these kernels";
+  }
+  std::mt19937 rng(31);
+  for (const int64_t in : {96, 4096, 70}) {
+    const int64_t out = 130;
+    const std::vector<float> weight = Random(out * in, rng), bias = Random(out, rng);
+    const Int8Weights w =
+        internal::QuantizeInt8(weight.data(), out, in, false, bias.data(), 64);
+    const int64_t rows = 33;
+    const std::vector<float> x = Random(rows * in, rng);
+    std::vector<uint32_t> pairs;
+    internal::PackBfloat16Pairs(x.data(), rows, in, pairs);
+    std::vector<float> all(rows * out), alone(out);
+    internal::LinearInt8FewRowsDpbf16Blocks(w, pairs.data(), rows, 0, w.out_blocks,
+                                            all.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      internal::LinearInt8FewRowsDpbf16Blocks(w, pairs.data() + r * (in / 2), 1, 0,
+                                              w.out_blocks, alone.data());
+      for (int64_t o = 0; o < out; ++o) {
+        ASSERT_EQ(all[r * out + o], alone[o]) << "in " << in << " row " << r << " " << o;
       }
     }
   }
@@ -361,7 +473,7 @@ TEST(LinearInt8RowsTest, EachRowIsBitIdenticalAtEveryRowCountAndThreadCount) {
       (few_rows ? LinearFewRows : Linear)(context, w, rows_x, rows, y, p);
     };
     std::vector<float> alone(out);
-    for (int64_t rows : {1, 2, 5, 16, 17, 33, 130}) {
+    for (int64_t rows : {1, 2, 3, 4, 5, 8, 16, 17, 33, 64, 130}) {
       std::vector<float> y(rows * out), split(rows * out);
       product(x.data(), rows, y.data(), nullptr);
       product(x.data(), rows, split.data(), &threads);
