@@ -1,8 +1,8 @@
-// LinearInt8FewRowsBlocks' twin for CPUs with AVX512_BF16 (this file alone is
-// compiled for it, so nothing here may run before FewRowsDpbf16Supported() says
-// yes): the int8 weights of two inputs k, k + 1 are converted in registers to
-// float32, multiplied by their scales, rounded to bfloat16 and interleaved into the
-// k pairs VDPBF16PS multiplies with x's pairs (PackBfloat16Pairs).
+// LinearInt8FewRowsBlocks' twin for CPUs with AVX512_BF16 (this file is compiled for
+// it, so nothing here may run before FewRowsDpbf16Supported() says yes): the int8
+// weights of two inputs k, k + 1 are converted in registers to float32, multiplied
+// by their scales, rounded to bfloat16 and interleaved into the k pairs VDPBF16PS
+// multiplies with x's pairs (PackBfloat16Pairs; linear_int8_bf16_pairs.h).
 //
 // Why: the float32 FMA kernel converts the weights once per 4-row tile and spends
 // an FMA per weight and row, so 16 decode sessions cost ~4x one; here a weight pair
@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "kernels/linear_int8.h"
+#include "kernels/linear_int8_bf16_pairs.h"
 #include "kernels/linear_internal.h"
 
 namespace layerserve::kernels::internal {
@@ -24,13 +25,6 @@ namespace {
 
 constexpr int64_t kVecs = kInt8BlockOut / 16;  // 4 vectors of 16 outputs.
 constexpr int64_t kRowTile = 6;  // 24 accumulators + 4 weight vectors: 28 of 32.
-
-// 16 weights of input k (outputs of one vector) as float32 times their scales.
-inline __m512 Weights(const int8_t* q, const float* scale) {
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)),
-                       _mm512_loadu_ps(scale));
-}
 
 template <int64_t kTile>
 void Tile(const Int8Weights& w, const uint32_t* x, int64_t pairs, int64_t nb, float* y) {
@@ -44,32 +38,17 @@ void Tile(const Int8Weights& w, const uint32_t* x, int64_t pairs, int64_t nb, fl
     }
     for (int64_t m = 0; m < kTile; ++m) acc[m][v] = _mm512_load_ps(bias);
   }
-  // Word i of the interleaved pair: bfloat16 i of the even input (low half), then
-  // bfloat16 i of the odd one (high half); _mm512_cvtne2ps_pbh puts the odd input's
-  // 16 values after the even one's.
-  const __m512i interleave =
-      _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23,
-                       7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   const int8_t* q = w.q.data() + nb * w.in * kInt8BlockOut;
-  const float* scales = w.scales.data() + nb * w.groups * kInt8BlockOut;
-  // The group of input k, followed as k grows (not a 64-bit division per pair).
-  int64_t group = 0, next_group_k = w.group;
+  ScaleGroupCursor cursor(w, w.scales.data() + nb * w.groups * kInt8BlockOut);
   for (int64_t p = 0; p < pairs; ++p) {
     const int64_t k = 2 * p;
-    while (k >= next_group_k) {
-      ++group;
-      next_group_k += w.group;
-    }
-    const float* even_scale = scales + group * kInt8BlockOut;
-    const float* odd_scale =
-        scales + (k + 1 < next_group_k ? group : group + 1) * kInt8BlockOut;
+    const float *even_scale, *odd_scale;
+    cursor.At(k, &even_scale, &odd_scale);
     __m512i wv[kVecs];
     for (int64_t v = 0; v < kVecs; ++v) {
-      const __m512 even = Weights(q + k * kInt8BlockOut + v * 16, even_scale + v * 16);
-      const __m512 odd =
-          Weights(q + (k + 1) * kInt8BlockOut + v * 16, odd_scale + v * 16);
       wv[v] =
-          _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(odd, even));
+          Int8PairToBfloat16(q + k * kInt8BlockOut + v * 16, even_scale + v * 16,
+                             q + (k + 1) * kInt8BlockOut + v * 16, odd_scale + v * 16);
     }
     for (int64_t m = 0; m < kTile; ++m) {
       const __m512i xp = _mm512_set1_epi32(static_cast<int>(x[m * pairs + p]));

@@ -1,0 +1,62 @@
+// The int8 weights' conversion both kernels on bfloat16 operands share (VDPBF16PS,
+// linear_int8_few_rows_dpbf16.cc; AMX, linear_int8_few_rows_amx.cc): two inputs k,
+// k + 1 of 16 outputs, converted in registers to float32, multiplied by their
+// scales, rounded to bfloat16 and interleaved into the k pairs both instructions
+// multiply with x's pairs (PackBfloat16Pairs). Include only from files compiled for
+// AVX512_BF16, and run nothing here before FewRowsDpbf16Supported() says yes.
+#ifndef LAYERSERVE_KERNELS_LINEAR_INT8_BF16_PAIRS_H_
+#define LAYERSERVE_KERNELS_LINEAR_INT8_BF16_PAIRS_H_
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/linear_int8.h"
+
+namespace layerserve::kernels::internal {
+
+// 16 weights of one input (one vector of outputs) as float32 times their scales.
+inline __m512 Int8TimesScales(const int8_t* q, const float* scale) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)),
+                       _mm512_loadu_ps(scale));
+}
+
+// The 32 bfloat16 of a k pair of 16 outputs: word 2i is output i's weight of the even
+// input (low half of dword i), word 2i + 1 its weight of the odd one.
+inline __m512i Int8PairToBfloat16(const int8_t* even_q, const float* even_scale,
+                                  const int8_t* odd_q, const float* odd_scale) {
+  // _mm512_cvtne2ps_pbh puts the odd input's 16 values after the even one's.
+  const __m512i interleave =
+      _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23,
+                       7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512bh pair = _mm512_cvtne2ps_pbh(Int8TimesScales(odd_q, odd_scale),
+                                            Int8TimesScales(even_q, even_scale));
+  return _mm512_permutexvar_epi16(interleave, (__m512i)pair);
+}
+
+// The scale rows of inputs k and k + 1 of one block, followed as k grows by pairs
+// (a 64-bit division per pair cost more than the conversion).
+class ScaleGroupCursor {
+ public:
+  ScaleGroupCursor(const Int8Weights& w, const float* block_scales)
+      : scales_(block_scales), size_(w.group), next_k_(w.group) {}
+  // REQUIRES: k even, not below the k of the last call.
+  void At(int64_t k, const float** even, const float** odd) {
+    while (k >= next_k_) {
+      ++group_;
+      next_k_ += size_;
+    }
+    *even = scales_ + group_ * kInt8BlockOut;
+    *odd = scales_ + (k + 1 < next_k_ ? group_ : group_ + 1) * kInt8BlockOut;
+  }
+
+ private:
+  const float* const scales_;
+  const int64_t size_;
+  int64_t group_ = 0, next_k_;
+};
+
+}  // namespace layerserve::kernels::internal
+
+#endif  // LAYERSERVE_KERNELS_LINEAR_INT8_BF16_PAIRS_H_
