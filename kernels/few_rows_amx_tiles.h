@@ -80,6 +80,14 @@ inline void LoadBias(const float* block_bias, int64_t columns) {
   LS_TILE_LOAD(LS_C3, bias + 48, 0);
 }
 
+// Every row of C0..C3 starts from 0.
+inline void ZeroSums() {
+  _tile_zero(LS_C0);
+  _tile_zero(LS_C1);
+  _tile_zero(LS_C2);
+  _tile_zero(LS_C3);
+}
+
 // C += the rows' 16 pairs at `x` (row stride `x_stride` bytes) times one k block of
 // weights (`block`: 16 k pairs, kPairRow values apart).
 inline void MultiplyKBlock(const uint32_t* x, int64_t x_stride, const uint16_t* block) {

@@ -15,11 +15,15 @@
 
 namespace layerserve::kernels::internal {
 
-// 16 weights of one input (one vector of outputs) as float32 times their scales.
-inline __m512 Int8TimesScales(const int8_t* q, const float* scale) {
+// 16 weights of one input (one vector of outputs) as float32.
+inline __m512 Int8ToFloat(const int8_t* q) {
   const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)),
-                       _mm512_loadu_ps(scale));
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
+}
+
+// The same times their scales.
+inline __m512 Int8TimesScales(const int8_t* q, const float* scale) {
+  return _mm512_mul_ps(Int8ToFloat(q), _mm512_loadu_ps(scale));
 }
 
 // The 32 bfloat16 of a k pair of 16 outputs: word 2i is output i's weight of the even
@@ -33,6 +37,17 @@ inline __m512i Int8PairToBfloat16(const int8_t* even_q, const float* even_scale,
   const __m512bh pair = _mm512_cvtne2ps_pbh(Int8TimesScales(odd_q, odd_scale),
                                             Int8TimesScales(even_q, even_scale));
   return _mm512_permutexvar_epi16(interleave, (__m512i)pair);
+}
+
+// The same pairs of q itself, unscaled: an int8 value is exact in bfloat16, so each
+// float32's high half is its bfloat16; a shift and a blend replace the scaling,
+// rounding and permute of Int8PairToBfloat16 (7 instructions per pair against 9;
+// the caller multiplies the sums by the scales instead).
+inline __m512i Int8PairToExactBfloat16(const int8_t* even_q, const int8_t* odd_q) {
+  const __m512i even = _mm512_castps_si512(Int8ToFloat(even_q));
+  const __m512i odd = _mm512_castps_si512(Int8ToFloat(odd_q));
+  // Even words: the even input's high half, shifted down; odd words: the odd one's.
+  return _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_srli_epi32(even, 16), odd);
 }
 
 // The scale rows of inputs k and k + 1 of one block, followed as k grows by pairs

@@ -27,13 +27,15 @@ void LinearInt8FewRowsBlocksReference(const Int8Weights& w, const float* x, int6
 }
 
 void LinearInt8Bfloat16Reference(const Int8Weights& w, const float* x, int64_t rows,
-                                 float* y) {
+                                 bool exact_weights, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t o = 0; o < w.out; ++o) {
       double sum = w.bias[o];
       for (int64_t k = 0; k < w.in; ++k) {
         const float xk = Bfloat16ToFloat32(Float32ToBfloat16(x[r * w.in + k]));
-        const float wk = Bfloat16ToFloat32(Float32ToBfloat16(w.Dequantized(o, k)));
+        const double wk = exact_weights
+                              ? double(w.Q(o, k)) * w.Scale(o, k)
+                              : Bfloat16ToFloat32(Float32ToBfloat16(w.Dequantized(o, k)));
         sum += double(xk) * wk;
       }
       y[r * w.out + o] = static_cast<float>(sum);

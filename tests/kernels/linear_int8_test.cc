@@ -279,7 +279,7 @@ struct Int8Size {
   int64_t in, out, group;
 };
 
-void CheckInt8Bfloat16Kernel(Bfloat16OperandKernel kernel,
+void CheckInt8Bfloat16Kernel(Bfloat16OperandKernel kernel, bool amx,
                              const std::vector<Int8Size>& sizes,
                              const std::vector<int64_t>& row_counts) {
   std::mt19937 rng(29);
@@ -288,6 +288,11 @@ void CheckInt8Bfloat16Kernel(Bfloat16OperandKernel kernel,
                              bias = Random(s.out, rng);
     const Int8Weights w =
         internal::QuantizeInt8(weight.data(), s.out, s.in, false, bias.data(), s.group);
+    const bool exact_weights = amx && internal::Int8AmxScalesGroupSums(w);
+    auto weight_operand = [&](int64_t o, int64_t k) {
+      return exact_weights ? double(w.Q(o, k)) * w.Scale(o, k)
+                           : double(RoundBf16(w.Dequantized(o, k)));
+    };
     for (int64_t rows : row_counts) {
       std::vector<float> x = Random(rows * s.in, rng);
       if (rows >= 5) {
@@ -302,7 +307,8 @@ void CheckInt8Bfloat16Kernel(Bfloat16OperandKernel kernel,
       std::vector<float> got(rows * s.out + 1), want(rows * s.out);
       float* y = got.data() + 1;
       kernel(w, pairs.data() + 1, rows, 0, w.out_blocks, y);
-      internal::LinearInt8Bfloat16Reference(w, x.data(), rows, want.data());
+      internal::LinearInt8Bfloat16Reference(w, x.data(), rows, exact_weights,
+                                            want.data());
       for (int64_t i = 0; i < rows * s.out; ++i) {
         if (!std::isfinite(want[i])) {
           ASSERT_EQ(std::isnan(y[i]), std::isnan(want[i])) << i;
@@ -314,7 +320,7 @@ void CheckInt8Bfloat16Kernel(Bfloat16OperandKernel kernel,
         double magnitude = std::fabs(w.bias[i % s.out]);
         for (int64_t k = 0; k < s.in; ++k) {
           magnitude += std::fabs(RoundBf16(x[(i / s.out) * s.in + k]) *
-                                 RoundBf16(w.Dequantized(i % s.out, k)));
+                                 weight_operand(i % s.out, k));
         }
         ASSERT_LE(std::fabs(y[i] - want[i]), (s.in + 2) * 0x1p-24 * magnitude)
             << "in " << s.in << " out " << s.out << " rows " << rows << " at " << i;
@@ -335,7 +341,7 @@ TEST(Int8FewRowsTest, Vdpbf16psKernelMatchesItsReference) {
     GTEST_SKIP() << "this CPU has no AVX512_BF16: LinearFewRows never runs the int8 "
                     "VDPBF16PS kernel";
   }
-  CheckInt8Bfloat16Kernel(internal::LinearInt8FewRowsVdpbf16psBlocks,
+  CheckInt8Bfloat16Kernel(internal::LinearInt8FewRowsVdpbf16psBlocks, /*amx=*/false,
                           {{2, 1, 0},
                            {10, 3, 1},
                            {70, 7, 33},
@@ -351,13 +357,16 @@ TEST(Int8FewRowsTest, AmxKernelMatchesItsReference) {
     GTEST_SKIP() << "this CPU (or kernel) has no AMX-BF16: LinearFewRows never runs "
                     "the int8 AMX kernel";
   }
-  // Inputs in whole k blocks of 32, as the kernel requires; groups of 1 and 33 put
-  // a k pair across two groups and a group across k blocks.
-  CheckInt8Bfloat16Kernel(internal::LinearInt8FewRowsAmxBlocks,
+  // Inputs in whole k blocks of 32, as the kernel requires. Groups of 1 and 33 put
+  // a k pair across two groups and a group across k blocks: weights scaled before
+  // the tiles. Groups of whole k blocks (0, 32, 64, 128; 64 into 160 inputs leaves
+  // a last group of 32): group sums scaled after them.
+  CheckInt8Bfloat16Kernel(internal::LinearInt8FewRowsAmxBlocks, /*amx=*/true,
                           {{32, 1, 0},
                            {64, 3, 1},
                            {96, 7, 33},
                            {160, 65, 32},
+                           {160, 9, 64},
                            {4096, 130, 64},
                            {64, 200, 0},
                            {96, 4097, 128}},
