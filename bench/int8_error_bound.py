@@ -5,10 +5,14 @@ A product y = x W^T with W ~ N(0, 0.02^2) (4096 x 1024, Hugging Face's init scal
 and x ~ N(0, 1), in numpy, against float64: the relative RMS error
 RMS(got - want) / RMS(want) of
   - bfloat16: x and W rounded to bfloat16 (what the server's bfloat16 path multiplies);
-  - int8 at each group size: W quantized as the server does (symmetric, one scale =
-    max |w| / 127 per output and group), the dequantized weights and x then rounded
-    to bfloat16 (the server's int8 path); and the same with x and the weights left
-    in float32 (int8's own error alone);
+  - int8 at each group size (8 and 16 too, below the flag's default range, to show
+    what the 2x target would take): W quantized as the server does (symmetric, one
+    scale = max |w| / 127 per output and group), then
+      - the dequantized weights and x rounded to bfloat16 (the server's prefill, and
+        its decode without AMX),
+      - x rounded to bfloat16, the dequantized weights not (its decode on AMX with
+        groups of whole k blocks of 32, linear_int8_few_rows_amx.cc),
+      - x and the weights left in float32 (int8's own error alone);
   - int8 with error-minimizing scales: per group, the best of 41 scales between 0.8
     and 1.0 of max |w| / 127 (clipping the largest weights), which is what a
     smarter quantizer could gain.
@@ -58,16 +62,17 @@ def main():
         return np.sqrt(np.mean((got - want) ** 2)) / np.sqrt(np.mean(want ** 2))
 
     base = error(bf16(x), bf16(w))
-    print("| weights | server's operands (x, W in bf16) | ratio to bf16 | "
-          "int8 alone (x, W float32) |")
-    print("|---|---|---|---|")
-    print(f"| bfloat16 | {base:.2e} | 1.00 | |")
-    for group in (32, 64, 128):
-        for search in (False, True):
+    print("| weights | x, W in bf16 (prefill) | ratio to bf16 | x in bf16, W exact "
+          "(AMX decode) | ratio | int8 alone (x, W float32) | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    print(f"| bfloat16 | {base:.2e} | 1.00 | | | | |")
+    for group in (8, 16, 32, 64, 128):
+        for search in (False, True) if group >= 32 else (False,):
             q = quantize(w, group, search)
-            served = error(bf16(x), bf16(q))
             name = f"int8 group {group}" + (", searched scales" if search else "")
-            print(f"| {name} | {served:.2e} | {served / base:.2f} | {error(x, q):.2e} |")
+            cells = [error(bf16(x), bf16(q)), error(bf16(x), q), error(x, q)]
+            print(f"| {name} | " +
+                  " | ".join(f"{e:.2e} | {e / base:.2f}" for e in cells) + " |")
 
 
 if __name__ == "__main__":
