@@ -7,15 +7,18 @@
 // thread summing 256 MiB of floats (BM_ReadBandwidth), what a single stream can read.
 // With bfloat16 weights LinearFewRows runs AMX tiles where the CPU has them and
 // VDPBF16PS elsewhere (linear_internal.h); BM_LinearFewRowsVdpbf16ps runs the
-// VDPBF16PS kernel on any CPU with AVX512_BF16, to compare the two in one run.
+// VDPBF16PS kernel on any CPU with AVX512_BF16, to compare the two in one run;
+// BM_LinearInt8FewRows the int8 kernels' two ways to apply the scales.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#include <map>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "kernels/linear.h"
+#include "kernels/linear_int8.h"
 #include "kernels/linear_internal.h"
 
 namespace layerserve::kernels {
@@ -92,6 +95,51 @@ BENCHMARK(BM_LinearFewRowsVdpbf16ps)
     ->Arg(4)
     ->Arg(16)
     ->Arg(32)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// The int8 kernels on bfloat16 operands (kernels/linear_int8.h), group 64 (the
+// group sums scaled: Int8ScalesGroupSums) or 48 (each weight scaled), on VDPBF16PS
+// (any CPU with AVX512_BF16) or AMX tiles.
+void BM_LinearInt8FewRows(benchmark::State& state) {
+  const bool amx = state.range(2) != 0;
+  if (!(amx ? internal::FewRowsAmxSupported() : internal::FewRowsDpbf16Supported())) {
+    return state.SkipWithError(amx ? "this CPU has no AMX-BF16"
+                                   : "this CPU has no AVX512_BF16");
+  }
+  static std::map<int64_t, std::vector<std::unique_ptr<LinearWeights>>> sets;
+  std::vector<std::unique_ptr<LinearWeights>>& weights = sets[state.range(1)];
+  if (weights.empty()) {
+    std::mt19937 rng(1);
+    std::normal_distribution<float> normal;
+    std::vector<float> w(kIn * kOut);
+    for (float& x : w) x = normal(rng);
+    for (int64_t i = 0; i < kCopies; ++i) {
+      weights.push_back(std::make_unique<LinearWeights>(
+          w.data(), kOut, kIn, false, nullptr,
+          WeightFormat(WeightType::kInt8, state.range(1))));
+    }
+  }
+  const int64_t rows = state.range(0);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(rows * kIn), y(rows * kOut);
+  for (float& v : x) v = normal(rng);
+  std::vector<uint32_t> pairs;
+  const auto kernel = amx ? internal::LinearInt8FewRowsAmxBlocks
+                          : internal::LinearInt8FewRowsVdpbf16psBlocks;
+  int64_t next = 0;
+  for (auto _ : state) {
+    const internal::Int8Weights& w = internal::Int8LayoutOf(*weights[next++ % kCopies]);
+    internal::PackBfloat16Pairs(x.data(), rows, kIn, pairs);
+    kernel(w, pairs.data(), rows, 0, w.out_blocks, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * weights[0]->bytes());
+}
+BENCHMARK(BM_LinearInt8FewRows)
+    ->ArgsProduct({{1, 4, 16}, {64, 48}, {0, 1}})
+    ->ArgNames({"rows", "group", "amx"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

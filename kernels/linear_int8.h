@@ -88,8 +88,8 @@ void LinearInt8FewRowsBlocksReference(const Int8Weights& w, const float* x, int6
 // Where the CPU has AMX (FewRowsAmxSupported()) and w.in is a multiple of 32, the
 // products and sums run on AMX tiles (TDPBF16PS, linear_int8_few_rows_amx.cc), else
 // on VDPBF16PS; either way the kernel depends on the CPU and w, never on the rows.
-// On tiles, when Int8AmxScalesGroupSums(w), the weight operands are q itself (not
-// rounded: int8 is exact in bfloat16) and each group's float32 sums are multiplied
+// When Int8ScalesGroupSums(w), both kernels take q itself as the weight operands
+// (not rounded: int8 is exact in bfloat16) and multiply each group's float32 sums
 // by its scales: per output, from the bias, sums = fma(group sum, scale, sums).
 void LinearInt8FewRowsDpbf16Blocks(const Int8Weights& w, const uint32_t* x, int64_t rows,
                                    int64_t nb_begin, int64_t nb_end, float* y);
@@ -101,11 +101,12 @@ void LinearInt8FewRowsVdpbf16psBlocks(const Int8Weights& w, const uint32_t* x,
 void LinearInt8FewRowsAmxBlocks(const Int8Weights& w, const uint32_t* x, int64_t rows,
                                 int64_t nb_begin, int64_t nb_end, float* y);
 
-// Whether the AMX kernel scales group sums: its groups end on k blocks of 32.
-inline bool Int8AmxScalesGroupSums(const Int8Weights& w) { return w.group % 32 == 0; }
+// Whether those kernels scale group sums: the groups end on k blocks of 32 (the AMX
+// kernel's; the VDPBF16PS kernel follows, so that both compute the same sums).
+inline bool Int8ScalesGroupSums(const Int8Weights& w) { return w.group % 32 == 0; }
 
 // Their reference: x rounded to bfloat16, the weights float32(q) * scale rounded to
-// bfloat16 (or, with `exact_weights`, not rounded: the group-scaled AMX kernel's),
+// bfloat16 (or, with `exact_weights`, not rounded: the group-scaled kernels'),
 // products and sums in double, rounded once.
 void LinearInt8Bfloat16Reference(const Int8Weights& w, const float* x, int64_t rows,
                                  bool exact_weights, float* y);

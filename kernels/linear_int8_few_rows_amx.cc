@@ -9,7 +9,7 @@
 // oneDNN packs bfloat16 weights, which stays in L1, and the tile steps
 // (few_rows_amx_tiles.h) read it as the bfloat16 kernel reads the packed weights.
 //
-// Two ways to apply the scales (Int8AmxScalesGroupSums):
+// Two ways to apply the scales (Int8ScalesGroupSums):
 //  - groups in whole k blocks: the tiles multiply x by q itself (exact in bfloat16)
 //    and each group's sums, stored, are multiplied by its scales into the row's
 //    float32 sums. The conversion is then the whole cost of a one-session step, and
@@ -112,7 +112,7 @@ void ScaledWeightsColumn(const Int8Weights& w, const uint32_t* x, int64_t nb, in
 
 void LinearInt8FewRowsAmxBlocks(const Int8Weights& w, const uint32_t* x, int64_t rows,
                                 int64_t nb_begin, int64_t nb_end, float* y) {
-  const bool group_scaled = Int8AmxScalesGroupSums(w);
+  const bool group_scaled = Int8ScalesGroupSums(w);
   // Past 16 rows a block's weights are converted again per group of 16 rows; its
   // int8 (256 KiB at 4096 inputs) then comes from L2.
   amx::ForEachBlockAndRowGroup(rows, nb_begin, nb_end,

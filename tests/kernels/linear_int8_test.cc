@@ -269,17 +269,18 @@ TEST(Int8DequantizeTest, EveryTargetMatchesTheScalarTwinInTheBlockedLayout) {
 }
 
 // The kernels on bfloat16 operands (VDPBF16PS, AMX) against their reference (the
-// same bfloat16 operands, double sums): products of bfloat16 values are exact in
-// float32, only the sums round. Odd sizes: outputs not a multiple of a vector or
-// block, groups not dividing the inputs and odd (a k pair straddles two groups),
-// rows across the 6-row and 16-row tiles; x and y misaligned; NaN, Inf and zero rows.
+// same bfloat16 operands, double sums; the weights unrounded where the kernels scale
+// group sums): products of bfloat16 values are exact in float32, only the sums round. Odd
+// sizes: outputs not a multiple of a vector or block, groups not dividing the inputs and
+// odd (a k pair straddles two groups), rows across the 6-row and 16-row tiles; x and y
+// misaligned; NaN, Inf and zero rows.
 using Bfloat16OperandKernel = void (*)(const Int8Weights&, const uint32_t*, int64_t,
                                        int64_t, int64_t, float*);
 struct Int8Size {
   int64_t in, out, group;
 };
 
-void CheckInt8Bfloat16Kernel(Bfloat16OperandKernel kernel, bool amx,
+void CheckInt8Bfloat16Kernel(Bfloat16OperandKernel kernel,
                              const std::vector<Int8Size>& sizes,
                              const std::vector<int64_t>& row_counts) {
   std::mt19937 rng(29);
@@ -288,7 +289,7 @@ void CheckInt8Bfloat16Kernel(Bfloat16OperandKernel kernel, bool amx,
                              bias = Random(s.out, rng);
     const Int8Weights w =
         internal::QuantizeInt8(weight.data(), s.out, s.in, false, bias.data(), s.group);
-    const bool exact_weights = amx && internal::Int8AmxScalesGroupSums(w);
+    const bool exact_weights = internal::Int8ScalesGroupSums(w);
     auto weight_operand = [&](int64_t o, int64_t k) {
       return exact_weights ? double(w.Q(o, k)) * w.Scale(o, k)
                            : double(RoundBf16(w.Dequantized(o, k)));
@@ -341,10 +342,15 @@ TEST(Int8FewRowsTest, Vdpbf16psKernelMatchesItsReference) {
     GTEST_SKIP() << "this CPU has no AVX512_BF16: LinearFewRows never runs the int8 "
                     "VDPBF16PS kernel";
   }
-  CheckInt8Bfloat16Kernel(internal::LinearInt8FewRowsVdpbf16psBlocks, /*amx=*/false,
+  // Groups of 1, 33 and 2, 70 (0: one per output) scale the weights; groups of
+  // whole k blocks (32, 64, 96 = 0) scale the sums, also where the inputs end
+  // inside a k block (100 and 70 inputs).
+  CheckInt8Bfloat16Kernel(internal::LinearInt8FewRowsVdpbf16psBlocks,
                           {{2, 1, 0},
                            {10, 3, 1},
                            {70, 7, 33},
+                           {70, 9, 0},
+                           {70, 9, 64},
                            {100, 65, 32},
                            {4096, 130, 64},
                            {64, 200, 0},
@@ -361,7 +367,7 @@ TEST(Int8FewRowsTest, AmxKernelMatchesItsReference) {
   // a k pair across two groups and a group across k blocks: weights scaled before
   // the tiles. Groups of whole k blocks (0, 32, 64, 128; 64 into 160 inputs leaves
   // a last group of 32): group sums scaled after them.
-  CheckInt8Bfloat16Kernel(internal::LinearInt8FewRowsAmxBlocks, /*amx=*/true,
+  CheckInt8Bfloat16Kernel(internal::LinearInt8FewRowsAmxBlocks,
                           {{32, 1, 0},
                            {64, 3, 1},
                            {96, 7, 33},
