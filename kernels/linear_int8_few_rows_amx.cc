@@ -35,6 +35,7 @@ using KBlock = uint16_t[kPairs][amx::kPairRow];
 void ConvertExact(const Int8Weights& w, int64_t nb, int64_t kb, KBlock& block) {
   const int8_t* q = w.q.data() + (nb * w.in + kb * amx::kKBlock) * kInt8BlockOut;
   for (int64_t p = 0; p < kPairs; ++p) {
+    PrefetchPair(q + 2 * p * kInt8BlockOut);
     for (int64_t v = 0; v < kInt8BlockOut / 16; ++v) {
       _mm512_store_si512(
           &block[p][v * 32],
@@ -96,6 +97,7 @@ void ScaledWeightsColumn(const Int8Weights& w, const uint32_t* x, int64_t nb, in
       const int64_t k = kb * amx::kKBlock + 2 * p;
       const float *even_scale, *odd_scale;
       cursor.At(k, &even_scale, &odd_scale);
+      PrefetchPair(q + k * kInt8BlockOut);
       for (int64_t v = 0; v < kInt8BlockOut / 16; ++v) {
         _mm512_store_si512(
             &block[p][v * 32],

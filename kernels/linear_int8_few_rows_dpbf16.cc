@@ -64,6 +64,7 @@ void Tile(const Int8Weights& w, const uint32_t* x, int64_t pairs, int64_t nb, fl
     for (int64_t g = 0; g < w.groups; ++g) {
       start();
       for (int64_t p = g * group_pairs; p < std::min(pairs, (g + 1) * group_pairs); ++p) {
+        PrefetchPair(q + 2 * p * kInt8BlockOut);
         __m512i wv[kVecs];
         for (int64_t v = 0; v < kVecs; ++v) {
           wv[v] = Int8PairToExactBfloat16(q + 2 * p * kInt8BlockOut + v * 16,
@@ -87,6 +88,7 @@ void Tile(const Int8Weights& w, const uint32_t* x, int64_t pairs, int64_t nb, fl
       const int64_t k = 2 * p;
       const float *even_scale, *odd_scale;
       cursor.At(k, &even_scale, &odd_scale);
+      PrefetchPair(q + k * kInt8BlockOut);
       __m512i wv[kVecs];
       for (int64_t v = 0; v < kVecs; ++v) {
         wv[v] =
