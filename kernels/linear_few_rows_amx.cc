@@ -22,6 +22,16 @@ namespace layerserve::kernels::internal {
 
 static_assert(kFewRowsBlockOut == amx::kBlockOut);
 
+// Each k block's weights (4 KiB) are prefetched into L2 this far ahead, as the
+// VDPBF16PS kernel's are (linear_few_rows_dpbf16.cc): the packed layout runs on
+// from one k block and block column to the next, and past its end a prefetch is
+// only a hint. On one thread it changed nothing measurable (the weights already
+// came at 8.5 GB/s of the 9.6 one thread reads); on two threads, the 8B-shaped
+// layer's one-session decode step took 22-26% less time
+// (docs/perf/2026-12-02-int8-group-sums-on-amx.md).
+constexpr uintptr_t kPrefetchBytes = 32 << 10;
+constexpr uintptr_t kKBlockBytes = amx::kKBlock / 2 * amx::kPairRow * sizeof(uint16_t);
+
 void LinearFewRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* x, int64_t rows,
                             int64_t nb_begin, int64_t nb_end, float* y) {
   const int64_t pairs = w.in / 2;
@@ -37,7 +47,12 @@ void LinearFewRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* x, int64_t 
         const uint16_t* column = weights + nb * n_block_stride;
         const uint32_t* xm = x + m * pairs;
         for (int64_t kb = 0; kb < k_blocks; ++kb) {
-          amx::MultiplyKBlock(xm + kb * x_block, pairs * 4, column + kb * k_block_stride);
+          const uint16_t* block = column + kb * k_block_stride;
+          const auto ahead = reinterpret_cast<uintptr_t>(block) + kPrefetchBytes;
+          for (uintptr_t line = 0; line < kKBlockBytes; line += 64) {
+            _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T1);
+          }
+          amx::MultiplyKBlock(xm + kb * x_block, pairs * 4, block);
         }
         amx::StoreSums(y + m * w.out, w.out, n0, columns, group);
       });
