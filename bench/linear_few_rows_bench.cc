@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/linear.h"
@@ -26,9 +27,13 @@ namespace {
 
 constexpr int64_t kIn = 768, kOut = 6144, kCopies = 8;
 
-const std::vector<std::unique_ptr<LinearWeights>>& Weights(WeightType type) {
-  static std::vector<std::unique_ptr<LinearWeights>> sets[2];
-  std::vector<std::unique_ptr<LinearWeights>>& set = sets[type == WeightType::kBfloat16];
+// kCopies of the same random weights in `format`, made once per format.
+const std::vector<std::unique_ptr<LinearWeights>>& Weights(WeightFormat format) {
+  static std::map<std::pair<WeightType, int64_t>,
+                  std::vector<std::unique_ptr<LinearWeights>>>
+      sets;
+  std::vector<std::unique_ptr<LinearWeights>>& set =
+      sets[{format.type, format.group_size}];
   if (set.empty()) {
     std::mt19937 rng(1);
     std::normal_distribution<float> normal;
@@ -36,7 +41,7 @@ const std::vector<std::unique_ptr<LinearWeights>>& Weights(WeightType type) {
     for (float& x : w) x = normal(rng);
     for (int64_t i = 0; i < kCopies; ++i) {
       set.push_back(
-          std::make_unique<LinearWeights>(w.data(), kOut, kIn, false, nullptr, type));
+          std::make_unique<LinearWeights>(w.data(), kOut, kIn, false, nullptr, format));
     }
   }
   return set;
@@ -107,19 +112,7 @@ void BM_LinearInt8FewRows(benchmark::State& state) {
     return state.SkipWithError(amx ? "this CPU has no AMX-BF16"
                                    : "this CPU has no AVX512_BF16");
   }
-  static std::map<int64_t, std::vector<std::unique_ptr<LinearWeights>>> sets;
-  std::vector<std::unique_ptr<LinearWeights>>& weights = sets[state.range(1)];
-  if (weights.empty()) {
-    std::mt19937 rng(1);
-    std::normal_distribution<float> normal;
-    std::vector<float> w(kIn * kOut);
-    for (float& x : w) x = normal(rng);
-    for (int64_t i = 0; i < kCopies; ++i) {
-      weights.push_back(std::make_unique<LinearWeights>(
-          w.data(), kOut, kIn, false, nullptr,
-          WeightFormat(WeightType::kInt8, state.range(1))));
-    }
-  }
+  const auto& weights = Weights(WeightFormat(WeightType::kInt8, state.range(1)));
   const int64_t rows = state.range(0);
   std::mt19937 rng(2);
   std::normal_distribution<float> normal;

@@ -84,20 +84,9 @@ void Tile(const FewRowsWeights& w, const uint32_t* x, int64_t pairs, int64_t nb,
 template <bool kPrefetch>
 void LastTile(int64_t rows, const FewRowsWeights& w, const uint32_t* x, int64_t pairs,
               int64_t nb, float* y) {
-  switch (rows) {
-    case 5:
-      return Tile<5, kPrefetch>(w, x, pairs, nb, y);
-    case 4:
-      return Tile<4, kPrefetch>(w, x, pairs, nb, y);
-    case 3:
-      return Tile<3, kPrefetch>(w, x, pairs, nb, y);
-    case 2:
-      return Tile<2, kPrefetch>(w, x, pairs, nb, y);
-    case 1:
-      return Tile<1, kPrefetch>(w, x, pairs, nb, y);
-    default:
-      return;
-  }
+  WithTileRows<kRowTile - 1>(rows, [&](auto tile_rows) {
+    Tile<decltype(tile_rows)::value, kPrefetch>(w, x, pairs, nb, y);
+  });
 }
 
 }  // namespace

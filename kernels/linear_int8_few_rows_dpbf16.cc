@@ -114,22 +114,10 @@ void Column(const Int8Weights& w, const uint32_t* x, int64_t rows, int64_t nb, f
   for (; m + kRowTile <= rows; m += kRowTile) {
     Tile<kRowTile, kScaleSums>(w, x + m * pairs, pairs, nb, y + m * w.out);
   }
-  const uint32_t* xm = x + m * pairs;
-  float* ym = y + m * w.out;
-  switch (rows - m) {
-    case 5:
-      return Tile<5, kScaleSums>(w, xm, pairs, nb, ym);
-    case 4:
-      return Tile<4, kScaleSums>(w, xm, pairs, nb, ym);
-    case 3:
-      return Tile<3, kScaleSums>(w, xm, pairs, nb, ym);
-    case 2:
-      return Tile<2, kScaleSums>(w, xm, pairs, nb, ym);
-    case 1:
-      return Tile<1, kScaleSums>(w, xm, pairs, nb, ym);
-    default:
-      return;
-  }
+  WithTileRows<kRowTile - 1>(rows - m, [&](auto tile_rows) {
+    Tile<decltype(tile_rows)::value, kScaleSums>(w, x + m * pairs, pairs, nb,
+                                                 y + m * w.out);
+  });
 }
 
 }  // namespace

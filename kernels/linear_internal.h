@@ -4,6 +4,7 @@
 #define LAYERSERVE_KERNELS_LINEAR_INTERNAL_H_
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace layerserve::kernels {
@@ -25,6 +26,17 @@ inline constexpr int64_t kFewRowsBlockOut = 64;
 // rows of a call: the layout, and with it the kernel's summation order, must not
 // depend on how many rows share a call (with AMX, M = 1 gets another layout).
 inline constexpr int64_t kLayoutProbeRows = 128;
+
+// For the kernels whose row tiles are template sizes (the VDPBF16PS kernels, for
+// bfloat16 and int8 weights): calls tile(std::integral_constant<int64_t, rows>{})
+// for rows in 1..kMax, nothing for 0.
+template <int64_t kMax, typename Tile>
+void WithTileRows(int64_t rows, Tile&& tile) {
+  if constexpr (kMax > 0) {
+    if (rows == kMax) return tile(std::integral_constant<int64_t, kMax>{});
+    WithTileRows<kMax - 1>(rows, tile);
+  }
+}
 
 struct FewRowsWeights {
   const void* data = nullptr;
