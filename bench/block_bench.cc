@@ -142,6 +142,35 @@ void BM_Matmul(benchmark::State& state) {
       2.0 * m * k * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+// The 8B-shaped layer's fused gate|up projection (M = T, 4096 -> 2 x 14336,
+// bfloat16 weights) through Linear on one thread: what the block runs for long
+// sequences, the AMX tiles where the CPU has them (kernels/linear_internal.h,
+// AmxRunsLinear). BM_Matmul (shape 2, bf16, 1 thread) is the bare oneDNN peer.
+// Counter GFLOPs as BM_Block's.
+void BM_UpProjection(benchmark::State& state) {
+  omp_set_num_threads(1);
+  const int64_t rows = state.range(0);
+  const LinearWeights& w = *Weights(2, WeightType::kBfloat16).up;
+  std::mt19937 rng(3);
+  const std::vector<float> x = RandomValues(rows * w.in(), rng);
+  std::vector<float> y(rows * w.out());
+  LinearContext context;
+  for (auto _ : state) {
+    Linear(context, w, x.data(), rows, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOPs"] =
+      benchmark::Counter(2.0 * rows * w.in() * w.out() * state.iterations() / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_UpProjection)
+    ->ArgName("T")
+    ->Arg(16)
+    ->Arg(128)
+    ->Arg(512)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // Args: shape index (0: 768, 1: 4096, 2: Llama-3-8B), T, bfloat16 weights, threads.
 void Args(benchmark::internal::Benchmark* b) {
   for (int shape : {0, 1, 2})

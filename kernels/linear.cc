@@ -294,6 +294,18 @@ LinearContext::~LinearContext() = default;
 void Linear(LinearContext& context, const LinearWeights& w, const float* x, int64_t rows,
             float* y, ParallelFor* parallel) {
   LinearContext::Impl& impl = context.impl();
+  const std::vector<LinearWeights::Packed::Chunk>& chunks = w.packed().chunks;
+  const internal::FewRowsWeights& few = w.packed().few_rows;
+  if (internal::AmxRunsLinear(few)) {
+    // The same chunks of columns as oneDNN's matmuls, in 64-output blocks.
+    internal::PackBfloat16Pairs(x, rows, few.in, impl.few_rows_pairs);
+    const uint32_t* pairs = impl.few_rows_pairs.data();
+    constexpr int64_t kBlock = internal::kFewRowsBlockOut;
+    return RunParallel(parallel, static_cast<int64_t>(chunks.size()), [&](int64_t c) {
+      internal::LinearFewRowsAmxBlocks(few, pairs, rows, chunks[c].begin / kBlock,
+                                       (chunks[c].end + kBlock - 1) / kBlock, y);
+    });
+  }
   const void* src = x;
   if (w.type() != WeightType::kFloat32) {
     // Once, here: every chunk reads the same rounded x.
@@ -307,7 +319,6 @@ void Linear(LinearContext& context, const LinearWeights& w, const float* x, int6
     impl.stream.wait();
     src = impl.bf16_src.data();
   }
-  const std::vector<LinearWeights::Packed::Chunk>& chunks = w.packed().chunks;
   if (w.type() == WeightType::kInt8) {
     const auto* bf16 = static_cast<const uint16_t*>(src);
     return RunParallel(parallel, static_cast<int64_t>(chunks.size()), [&](int64_t c) {
@@ -380,6 +391,11 @@ namespace internal {
 bool FewRowsDpbf16Supported() {
   static const bool supported = __builtin_cpu_supports("avx512bf16");
   return supported;
+}
+
+bool AmxRunsLinear(const FewRowsWeights& w) {
+  return w.data != nullptr && w.bf16 && w.in % w.k_block == 0 &&
+         FewRowsDpbf16Supported() && FewRowsAmxSupported();
 }
 
 const FewRowsWeights& FewRowsLayoutOf(const LinearWeights& w) {

@@ -82,6 +82,13 @@ bool FewRowsAmxSupported();
 void LinearFewRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* x, int64_t rows,
                             int64_t nb_begin, int64_t nb_end, float* y);
 
+// Whether Linear() runs LinearFewRowsAmxBlocks (for all rows) instead of oneDNN's
+// matmul on these weights: where LinearFewRows would run AMX on them. On the AMX
+// Xeon the kernel took 0.65-0.7x oneDNN 2.6's time at 128 and 512 rows of the
+// 8B-shaped layer's projections (bench/block_bench.cc BM_UpProjection), and a row
+// then has the same bits through Linear and LinearFewRows.
+bool AmxRunsLinear(const FewRowsWeights& w);
+
 }  // namespace layerserve::kernels::internal
 
 #endif  // LAYERSERVE_KERNELS_LINEAR_INTERNAL_H_

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "common/dtype.h"
@@ -140,8 +141,9 @@ TEST_F(LinearChunksTest, SplitAcrossThreadsIsBitIdenticalAndRowsIndependent) {
   std::mt19937 rng(12);
   testing::ThreadsParallelFor threads(3);
   for (WeightType type : {WeightType::kFloat32, WeightType::kBfloat16}) {
-    for (int64_t out : {1000, 4097}) {
-      const int64_t in = 1100;
+    // in = 1024: AMX tiles for bfloat16 where the CPU has them (AmxRunsLinear).
+    for (auto [in, out] :
+         {std::pair<int64_t, int64_t>{1100, 1000}, {1100, 4097}, {1024, 4097}}) {
       const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
       LinearWeights weights(w.data(), out, in, false, b.data(), type);
       LinearContext context;
@@ -153,7 +155,7 @@ TEST_F(LinearChunksTest, SplitAcrossThreadsIsBitIdenticalAndRowsIndependent) {
         Linear(context, weights, x.data(), rows, split.data(), &threads);
         for (int64_t i = 0; i < rows * out; ++i) {
           ASSERT_EQ(split[i], serial[i])
-              << "out " << out << " rows " << rows << " at " << i;
+              << "in " << in << " out " << out << " rows " << rows << " at " << i;
         }
         for (int64_t r : {int64_t{0}, rows - 1}) {
           Linear(context, weights, x.data() + r * in, 1, alone.data(), &threads);
@@ -499,6 +501,38 @@ TEST(LinearFewRowsTest, Bfloat16PicksAmxWhereSupportedAndInputsFillKBlocks) {
       RunKernel(expected, few, x.data(), rows, want.data());
       ASSERT_EQ(got, want) << "in " << in << " rows " << rows;
     }
+  }
+}
+
+// Where LinearFewRows runs AMX tiles on bfloat16 weights, Linear runs the same
+// kernel for any number of rows (faster than oneDNN 2.6's matmul there): a row has
+// the same bits through either, alone or among many, split across threads or not.
+TEST(LinearTest, Bfloat16RunsTheAmxKernelWhereLinearFewRowsDoes) {
+  std::mt19937 rng(6);
+  testing::ThreadsParallelFor threads(2);
+  for (auto [in, out] :
+       {std::pair<int64_t, int64_t>{96, 200}, {4096, 130}, {1024, 4097}, {70, 100}}) {
+    const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
+    LinearWeights weights(w.data(), out, in, false, b.data(), WeightType::kBfloat16);
+    const internal::FewRowsWeights& few = internal::FewRowsLayoutOf(weights);
+    const bool amx = in % 32 == 0 && CannotRun(FewRowsKernel::kAmx, few) == nullptr;
+    ASSERT_EQ(internal::AmxRunsLinear(few), amx) << "in " << in;
+    if (!amx) continue;
+    LinearContext context;
+    for (int64_t rows : {1, 5, 17, 40}) {
+      const std::vector<float> x = Random(rows * in, rng);
+      std::vector<float> got(rows * out), split(rows * out), want(rows * out);
+      Linear(context, weights, x.data(), rows, got.data());
+      Linear(context, weights, x.data(), rows, split.data(), &threads);
+      RunKernel(FewRowsKernel::kAmx, few, x.data(), rows, want.data());
+      ASSERT_EQ(got, want) << "in " << in << " out " << out << " rows " << rows;
+      ASSERT_EQ(split, want) << "in " << in << " out " << out << " rows " << rows;
+      LinearFewRows(context, weights, x.data(), rows, got.data());
+      ASSERT_EQ(got, want) << "in " << in << " out " << out << " rows " << rows;
+    }
+  }
+  if (!internal::FewRowsAmxSupported()) {
+    GTEST_SKIP() << "this CPU (or OS) has no AMX-BF16: Linear runs oneDNN's matmul";
   }
 }
 
