@@ -274,6 +274,8 @@ struct LinearContext::Impl {
   // LinearFewRows' x for bfloat16 weights: pairs for VDPBF16PS, or rounded floats.
   std::vector<uint32_t> few_rows_pairs;
   std::vector<float> few_rows_rounded;
+  // Linear's x for the AMX kernel: the pairs regrouped into tiles.
+  std::vector<uint32_t> amx_row_tiles;
 
   dnnl::reorder& ToBfloat16(int64_t rows, int64_t in) {
     const auto key = std::make_pair(rows, in);
@@ -299,11 +301,13 @@ void Linear(LinearContext& context, const LinearWeights& w, const float* x, int6
   if (internal::AmxRunsLinear(few)) {
     // The same chunks of columns as oneDNN's matmuls, in 64-output blocks.
     internal::PackBfloat16Pairs(x, rows, few.in, impl.few_rows_pairs);
-    const uint32_t* pairs = impl.few_rows_pairs.data();
+    internal::PackAmxRowTiles(impl.few_rows_pairs.data(), rows, few.in,
+                              impl.amx_row_tiles);
+    const uint32_t* tiles = impl.amx_row_tiles.data();
     constexpr int64_t kBlock = internal::kFewRowsBlockOut;
     return RunParallel(parallel, static_cast<int64_t>(chunks.size()), [&](int64_t c) {
-      internal::LinearFewRowsAmxBlocks(few, pairs, rows, chunks[c].begin / kBlock,
-                                       (chunks[c].end + kBlock - 1) / kBlock, y);
+      internal::LinearManyRowsAmxBlocks(few, tiles, rows, chunks[c].begin / kBlock,
+                                        (chunks[c].end + kBlock - 1) / kBlock, y);
     });
   }
   const void* src = x;

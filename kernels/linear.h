@@ -93,9 +93,10 @@ class LinearContext {
 // (chunks()); with `parallel`, idle threads may each take some. Which thread runs
 // a range never changes a result, nor does how many rows share the call: each
 // row's result depends on that row only. bfloat16 weights on CPUs with AMX tiles
-// run LinearFewRows' AMX kernel instead of oneDNN's matmul (over the same ranges):
-// 1.4-1.8x as fast at 128 and 512 rows of an 8B-shaped layer, and the same bits as
-// LinearFewRows (linear_internal.h, AmxRunsLinear).
+// run an AMX kernel of ours instead of oneDNN's matmul (over the same ranges): on
+// the 8B-shaped layer's projections at 128 and 512 rows it took about half
+// oneDNN 2.6's time, and each row has the bits LinearFewRows gives it
+// (linear_internal.h, AmxRunsLinear; docs/perf/2026-12-03-linear-on-amx.md).
 void Linear(LinearContext& context, const LinearWeights& w, const float* x, int64_t rows,
             float* y, ParallelFor* parallel = nullptr);
 

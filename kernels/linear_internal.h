@@ -82,11 +82,21 @@ bool FewRowsAmxSupported();
 void LinearFewRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* x, int64_t rows,
                             int64_t nb_begin, int64_t nb_end, float* y);
 
-// Whether Linear() runs LinearFewRowsAmxBlocks (for all rows) instead of oneDNN's
-// matmul on these weights: where LinearFewRows would run AMX on them. On the AMX
-// Xeon the kernel took 0.65-0.7x oneDNN 2.6's time at 128 and 512 rows of the
-// 8B-shaped layer's projections (bench/block_bench.cc BM_UpProjection), and a row
-// then has the same bits through Linear and LinearFewRows.
+// Linear's product on the same tiles for many rows (linear_many_rows_amx.cc): each
+// row's bits are LinearFewRowsAmxBlocks', the loops ordered for more products per
+// tile load. x comes as PackAmxRowTiles leaves PackBfloat16Pairs' pairs: for each
+// group of 16 rows and each k block, the rows' 16 pairs side by side (zeros past
+// the last row). REQUIRES: as LinearFewRowsAmxBlocks.
+void PackAmxRowTiles(const uint32_t* pairs, int64_t rows, int64_t in,
+                     std::vector<uint32_t>& tiles);
+void LinearManyRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* tiles, int64_t rows,
+                             int64_t nb_begin, int64_t nb_end, float* y);
+
+// Whether Linear() runs LinearManyRowsAmxBlocks instead of oneDNN's matmul on these
+// weights: where LinearFewRows would run AMX on them. On the AMX Xeon oneDNN 2.6's
+// matmul took 1.4-1.8x the few-rows AMX kernel's time at 128 and 512 rows of the
+// 8B-shaped layer (docs/perf/2026-12-03-linear-on-amx.md), and a row then has the
+// same bits through Linear and LinearFewRows.
 bool AmxRunsLinear(const FewRowsWeights& w);
 
 }  // namespace layerserve::kernels::internal

@@ -337,7 +337,9 @@ TEST_P(LinearRowIndependenceTest, FewRowsNanAndInfStayInTheirRow) {
 // the CPU has AVX512_BF16 (even input sizes), the Highway loop elsewhere. Each is
 // held to the reference here directly (whichever LinearFewRows picks on this CPU),
 // in its own tests so a CPU without one reports its tests as skipped.
-enum class FewRowsKernel { kHighway, kVdpbf16ps, kAmx };
+// kAmxManyRows is Linear's AMX kernel (AmxRunsLinear), held to the same promises
+// and, bit for bit, to kAmx.
+enum class FewRowsKernel { kHighway, kVdpbf16ps, kAmx, kAmxManyRows };
 
 // Why this CPU cannot run `kernel` on `few` (the test skips), or null.
 const char* CannotRun(FewRowsKernel kernel, const internal::FewRowsWeights& few) {
@@ -350,7 +352,8 @@ const char* CannotRun(FewRowsKernel kernel, const internal::FewRowsWeights& few)
   if (!internal::FewRowsDpbf16Supported()) {
     return "this CPU has no AVX512_BF16: LinearFewRows never runs VDPBF16PS or AMX";
   }
-  if (kernel == FewRowsKernel::kAmx && !internal::FewRowsAmxSupported()) {
+  if ((kernel == FewRowsKernel::kAmx || kernel == FewRowsKernel::kAmxManyRows) &&
+      !internal::FewRowsAmxSupported()) {
     return "this CPU (or OS) has no AMX-BF16: LinearFewRows never runs AMX";
   }
   return nullptr;
@@ -371,6 +374,11 @@ void RunKernel(FewRowsKernel kernel, const internal::FewRowsWeights& few, const 
   if (kernel == FewRowsKernel::kAmx) {
     return internal::LinearFewRowsAmxBlocks(few, pairs.data(), rows, 0, blocks, y);
   }
+  if (kernel == FewRowsKernel::kAmxManyRows) {
+    std::vector<uint32_t> tiles;
+    internal::PackAmxRowTiles(pairs.data(), rows, few.in, tiles);
+    return internal::LinearManyRowsAmxBlocks(few, tiles.data(), rows, 0, blocks, y);
+  }
   internal::LinearFewRowsVdpbf16psBlocks(few, pairs.data(), rows, 0, blocks, y);
 }
 
@@ -383,7 +391,9 @@ void CheckBfloat16FewRowsKernel(FewRowsKernel kernel) {
     int64_t in, out;
   };
   std::vector<Size> sizes = {{768, 200}, {96, 7}, {4096, 130}};
-  if (kernel != FewRowsKernel::kAmx) sizes.push_back({70, 65});
+  if (kernel == FewRowsKernel::kHighway || kernel == FewRowsKernel::kVdpbf16ps) {
+    sizes.push_back({70, 65});
+  }
   for (const Size& size : sizes) {
     const int64_t in = size.in, out = size.out;
     const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
@@ -468,6 +478,10 @@ TEST(LinearFewRowsTest, Bfloat16AmxKernelMatchesReference) {
   CheckBfloat16FewRowsKernel(FewRowsKernel::kAmx);
 }
 
+TEST(LinearFewRowsTest, Bfloat16AmxManyRowsKernelMatchesReference) {
+  CheckBfloat16FewRowsKernel(FewRowsKernel::kAmxManyRows);
+}
+
 TEST(LinearFewRowsTest, Bfloat16HighwayKernelRowsAreIndependent) {
   CheckBfloat16FewRowsKernelRows(FewRowsKernel::kHighway);
 }
@@ -478,6 +492,36 @@ TEST(LinearFewRowsTest, Bfloat16Vdpbf16psKernelRowsAreIndependent) {
 
 TEST(LinearFewRowsTest, Bfloat16AmxKernelRowsAreIndependent) {
   CheckBfloat16FewRowsKernelRows(FewRowsKernel::kAmx);
+}
+
+TEST(LinearFewRowsTest, Bfloat16AmxManyRowsKernelRowsAreIndependent) {
+  CheckBfloat16FewRowsKernelRows(FewRowsKernel::kAmxManyRows);
+}
+
+// Linear's AMX kernel gives every row the few-rows AMX kernel's bits, NaN and Inf
+// included, at odd sizes: outputs past a 64-output block, a last group of rows
+// alone, rows in two groups and more.
+TEST(LinearFewRowsTest, Bfloat16AmxManyRowsKernelHasTheFewRowsKernelsBits) {
+  std::mt19937 rng(21);
+  for (auto [in, out] :
+       {std::pair<int64_t, int64_t>{32, 1}, {96, 7}, {768, 200}, {4096, 130}}) {
+    const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
+    LinearWeights weights(w.data(), out, in, false, b.data(), WeightType::kBfloat16);
+    const internal::FewRowsWeights& few = internal::FewRowsLayoutOf(weights);
+    if (const char* why = CannotRun(FewRowsKernel::kAmxManyRows, few)) {
+      GTEST_SKIP() << why;
+    }
+    for (int64_t rows : {1, 7, 16, 17, 32, 33, 48, 65}) {
+      std::vector<float> x = Random(rows * in, rng);
+      x[(rows - 1) * in] = std::numeric_limits<float>::quiet_NaN();
+      if (rows > 2) x[in + in / 2] = -std::numeric_limits<float>::infinity();
+      std::vector<float> few_rows(rows * out), many_rows(rows * out);
+      RunKernel(FewRowsKernel::kAmx, few, x.data(), rows, few_rows.data());
+      RunKernel(FewRowsKernel::kAmxManyRows, few, x.data(), rows, many_rows.data());
+      ASSERT_EQ(std::memcmp(few_rows.data(), many_rows.data(), rows * out * 4), 0)
+          << "in " << in << " out " << out << " rows " << rows;
+    }
+  }
 }
 
 // LinearFewRows picks AMX exactly where linear_internal.h says: the choice depends

@@ -1,0 +1,163 @@
+// Linear for bfloat16 weights with AMX tiles, for the many rows of a prefill (this
+// file alone is compiled for AMX: nothing here may run before FewRowsAmxSupported()
+// says yes).
+//
+// Why not the few-rows kernel: per k block it loads one tile of x and four of
+// weights for its four products, and each load waits for the product before it
+// (eight tile registers leave nothing to load ahead into). Here two 16-row groups
+// share two 16-output weight tiles: four loads for four products, and the next k
+// block's lines are prefetched into L1 meanwhile. On the AMX Xeon that took
+// 0.76-0.77x the few-rows kernel's time at 128 and 512 rows of the 8B-shaped layer
+// projection on one thread, 0.88-0.93x a whole block's on two
+// (docs/perf/2026-12-03-linear-on-amx.md).
+//
+// Every row keeps the few-rows kernel's bits: its sums of each 16 outputs start from
+// the bias and take the k blocks in order, one TDPBF16PS each, whatever the loops
+// around. x comes regrouped by PackAmxRowTiles (each 16-row group's 32 inputs of a k
+// block are one contiguous 1 KiB tile; in place, at in = 4096, a tile's 16 rows
+// would fall in one L1 set).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/few_rows_amx_tiles.h"
+#include "kernels/linear_internal.h"
+
+namespace layerserve::kernels::internal {
+namespace {
+
+constexpr int64_t kTileWords = amx::kTileRows * amx::kKBlock / 2;  // One x tile.
+constexpr int64_t kGroupSums = amx::kTileRows * amx::kBlockOut;    // A group's sums.
+constexpr int64_t kSumsStride = amx::kBlockOut * sizeof(float);
+constexpr int64_t kHalf = amx::kBlockOut / 2;  // Outputs per half block: 2 C tiles.
+constexpr int64_t kWeightsStride = amx::kPairRow * sizeof(uint16_t);  // A k pair's.
+
+// Tile registers: C0 = A x B0 and C1 = A x B1 are group g's sums of the half
+// block's two 16-output tiles, C2 = A1 x B0 and C3 = A1 x B1 group g + 1's.
+#define LS_A1 7
+
+// Every tile 16 rows of 64 bytes.
+void ConfigureTiles() {
+  amx::TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.rows[t] = amx::kTileRows;
+    config.bytes_per_row[t] = 64;
+  }
+  asm volatile("ldtilecfg %0" ::"m"(config));
+}
+
+// Into L1: the 16 rows of the x tile at `a` and the half block's weights of one k
+// block (16 k pairs of two 64-byte lines).
+void PrefetchX(const uint32_t* a) {
+  const auto* lines = reinterpret_cast<const char*>(a);
+  for (int64_t r = 0; r < amx::kTileRows; ++r) _mm_prefetch(lines + r * 64, _MM_HINT_T0);
+}
+void PrefetchWeights(const uint16_t* weights) {
+  const auto* lines = reinterpret_cast<const char*>(weights);
+  for (int64_t p = 0; p < amx::kKBlock / 2; ++p) {
+    _mm_prefetch(lines + p * kWeightsStride, _MM_HINT_T0);
+    _mm_prefetch(lines + p * kWeightsStride + 64, _MM_HINT_T0);
+  }
+}
+
+// The half block's sums for group g (and g + 1): from the bias, over every k block,
+// into `sums` (the groups' kGroupSums apart, offset to the half). `a0` is group g's
+// first x tile; the weights of k block kb are at half_column + kb * k_block_stride.
+template <bool kTwoGroups>
+void HalfBlock(const uint32_t* a0, int64_t k_blocks, const uint16_t* half_column,
+               int64_t k_block_stride, const float* half_bias, float* sums) {
+  LS_TILE_LOAD(LS_C0, half_bias, 0);  // Stride 0: the bias in every row.
+  LS_TILE_LOAD(LS_C1, half_bias + 16, 0);
+  if constexpr (kTwoGroups) {
+    LS_TILE_LOAD(LS_C2, half_bias, 0);
+    LS_TILE_LOAD(LS_C3, half_bias + 16, 0);
+  }
+  const uint32_t* a1 = a0 + k_blocks * kTileWords;
+  for (int64_t kb = 0; kb < k_blocks; ++kb) {
+    // One k block ahead (past the last, a hint the CPU may drop).
+    const uint16_t* weights = half_column + kb * k_block_stride;
+    PrefetchWeights(weights + k_block_stride);
+    PrefetchX(a0 + (kb + 1) * kTileWords);
+    if constexpr (kTwoGroups) PrefetchX(a1 + (kb + 1) * kTileWords);
+    LS_TILE_LOAD(LS_A, a0 + kb * kTileWords, 64);
+    LS_TILE_LOAD(LS_B0, weights, kWeightsStride);
+    LS_TILE_LOAD(LS_B1, weights + 32, kWeightsStride);
+    _tile_dpbf16ps(LS_C0, LS_A, LS_B0);
+    _tile_dpbf16ps(LS_C1, LS_A, LS_B1);
+    if constexpr (kTwoGroups) {
+      LS_TILE_LOAD(LS_A1, a1 + kb * kTileWords, 64);
+      _tile_dpbf16ps(LS_C2, LS_A1, LS_B0);
+      _tile_dpbf16ps(LS_C3, LS_A1, LS_B1);
+    }
+  }
+  _tile_stored(LS_C0, sums, kSumsStride);
+  _tile_stored(LS_C1, sums + 16, kSumsStride);
+  if constexpr (kTwoGroups) {
+    _tile_stored(LS_C2, sums + kGroupSums, kSumsStride);
+    _tile_stored(LS_C3, sums + kGroupSums + 16, kSumsStride);
+  }
+}
+
+}  // namespace
+
+void PackAmxRowTiles(const uint32_t* pairs, int64_t rows, int64_t in,
+                     std::vector<uint32_t>& tiles) {
+  const int64_t row_pairs = in / 2, k_blocks = in / amx::kKBlock;
+  const int64_t groups = (rows + amx::kTileRows - 1) / amx::kTileRows;
+  constexpr int64_t kPairs = amx::kKBlock / 2;
+  tiles.assign(groups * k_blocks * kTileWords, 0);
+  for (int64_t m = 0; m < rows; ++m) {
+    uint32_t* row = tiles.data() + (m / amx::kTileRows) * k_blocks * kTileWords +
+                    (m % amx::kTileRows) * kPairs;
+    for (int64_t kb = 0; kb < k_blocks; ++kb) {
+      std::memcpy(row + kb * kTileWords, pairs + m * row_pairs + kb * kPairs,
+                  kPairs * sizeof(uint32_t));
+    }
+  }
+}
+
+void LinearManyRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* tiles, int64_t rows,
+                             int64_t nb_begin, int64_t nb_end, float* y) {
+  // In locals: the tile loads' memory clobber would have w's fields read again.
+  const int64_t k_blocks = w.in / w.k_block, k_block_stride = w.k_block_stride;
+  const int64_t n_block_stride = w.n_block_stride, out = w.out;
+  const int64_t groups = (rows + amx::kTileRows - 1) / amx::kTileRows;
+  const auto* weights = static_cast<const uint16_t*>(w.data);
+  // A block column's sums for every row, copied into y once both halves are done.
+  thread_local std::vector<float> sums;
+  sums.resize(groups * kGroupSums);
+  // Rows past `rows` in a last group are zeros in `tiles` and never reach y.
+  ConfigureTiles();
+  for (int64_t nb = nb_begin; nb < nb_end; ++nb) {
+    const int64_t n0 = nb * kFewRowsBlockOut;
+    const int64_t columns = std::min(kFewRowsBlockOut, out - n0);
+    alignas(64) float bias[amx::kBlockOut] = {};
+    std::memcpy(bias, w.bias + n0, columns * sizeof(float));
+    for (int64_t half = 0; half < 2; ++half) {
+      // Each k pair's 64 outputs lie side by side: the second half's start 32
+      // outputs' pairs in.
+      const uint16_t* half_column = weights + nb * n_block_stride + half * 2 * kHalf;
+      int64_t g = 0;
+      for (; g + 2 <= groups; g += 2) {
+        HalfBlock<true>(tiles + g * k_blocks * kTileWords, k_blocks, half_column,
+                        k_block_stride, bias + half * kHalf,
+                        sums.data() + g * kGroupSums + half * kHalf);
+      }
+      if (g < groups) {
+        HalfBlock<false>(tiles + g * k_blocks * kTileWords, k_blocks, half_column,
+                         k_block_stride, bias + half * kHalf,
+                         sums.data() + g * kGroupSums + half * kHalf);
+      }
+    }
+    for (int64_t m = 0; m < rows; ++m) {
+      std::memcpy(y + m * out + n0, sums.data() + m * amx::kBlockOut,
+                  columns * sizeof(float));
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace layerserve::kernels::internal
