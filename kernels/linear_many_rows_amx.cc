@@ -31,7 +31,6 @@ namespace {
 
 constexpr int64_t kTileWords = amx::kTileRows * amx::kKBlock / 2;  // One x tile.
 constexpr int64_t kGroupSums = amx::kTileRows * amx::kBlockOut;    // A group's sums.
-constexpr int64_t kSumsStride = amx::kBlockOut * sizeof(float);
 constexpr int64_t kHalf = amx::kBlockOut / 2;  // Outputs per half block: 2 C tiles.
 constexpr int64_t kWeightsStride = amx::kPairRow * sizeof(uint16_t);  // A k pair's.
 
@@ -64,11 +63,13 @@ void PrefetchWeights(const uint16_t* weights) {
 }
 
 // The half block's sums for group g (and g + 1): from the bias, over every k block,
-// into `sums` (the groups' kGroupSums apart, offset to the half). `a0` is group g's
-// first x tile; the weights of k block kb are at half_column + kb * k_block_stride.
+// into `sums` (row stride `stride` floats; group g + 1's 16 rows below g's). `a0`
+// is group g's first x tile; the weights of k block kb are at half_column + kb *
+// k_block_stride.
 template <bool kTwoGroups>
 void HalfBlock(const uint32_t* a0, int64_t k_blocks, const uint16_t* half_column,
-               int64_t k_block_stride, const float* half_bias, float* sums) {
+               int64_t k_block_stride, const float* half_bias, float* sums,
+               int64_t stride) {
   LS_TILE_LOAD(LS_C0, half_bias, 0);  // Stride 0: the bias in every row.
   LS_TILE_LOAD(LS_C1, half_bias + 16, 0);
   if constexpr (kTwoGroups) {
@@ -93,11 +94,13 @@ void HalfBlock(const uint32_t* a0, int64_t k_blocks, const uint16_t* half_column
       _tile_dpbf16ps(LS_C3, LS_A1, LS_B1);
     }
   }
-  _tile_stored(LS_C0, sums, kSumsStride);
-  _tile_stored(LS_C1, sums + 16, kSumsStride);
+  const int64_t bytes = stride * static_cast<int64_t>(sizeof(float));
+  _tile_stored(LS_C0, sums, bytes);
+  _tile_stored(LS_C1, sums + 16, bytes);
   if constexpr (kTwoGroups) {
-    _tile_stored(LS_C2, sums + kGroupSums, kSumsStride);
-    _tile_stored(LS_C3, sums + kGroupSums + 16, kSumsStride);
+    float* next = sums + amx::kTileRows * stride;
+    _tile_stored(LS_C2, next, bytes);
+    _tile_stored(LS_C3, next + 16, bytes);
   }
 }
 
@@ -125,8 +128,12 @@ void LinearManyRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* tiles, int
   const int64_t k_blocks = w.in / w.k_block, k_block_stride = w.k_block_stride;
   const int64_t n_block_stride = w.n_block_stride, out = w.out;
   const int64_t groups = (rows + amx::kTileRows - 1) / amx::kTileRows;
+  // Groups [0, whole) have 16 rows; a pair of them stores straight into y's 64
+  // columns of a whole block.
+  const int64_t whole = rows / amx::kTileRows;
   const auto* weights = static_cast<const uint16_t*>(w.data);
-  // A block column's sums for every row, copied into y once both halves are done.
+  // The other groups' sums (a last block's, a last short group's and the group
+  // alone after the pairs), copied into y once both halves are done.
   thread_local std::vector<float> sums;
   sums.resize(groups * kGroupSums);
   // Rows past `rows` in a last group are zeros in `tiles` and never reach y.
@@ -136,23 +143,30 @@ void LinearManyRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* tiles, int
     const int64_t columns = std::min(kFewRowsBlockOut, out - n0);
     alignas(64) float bias[amx::kBlockOut] = {};
     std::memcpy(bias, w.bias + n0, columns * sizeof(float));
+    const int64_t direct_pairs = columns == kFewRowsBlockOut ? whole / 2 * 2 : 0;
     for (int64_t half = 0; half < 2; ++half) {
       // Each k pair's 64 outputs lie side by side: the second half's start 32
       // outputs' pairs in.
       const uint16_t* half_column = weights + nb * n_block_stride + half * 2 * kHalf;
+      const float* half_bias = bias + half * kHalf;
       int64_t g = 0;
       for (; g + 2 <= groups; g += 2) {
-        HalfBlock<true>(tiles + g * k_blocks * kTileWords, k_blocks, half_column,
-                        k_block_stride, bias + half * kHalf,
-                        sums.data() + g * kGroupSums + half * kHalf);
+        const uint32_t* a0 = tiles + g * k_blocks * kTileWords;
+        if (g < direct_pairs) {
+          HalfBlock<true>(a0, k_blocks, half_column, k_block_stride, half_bias,
+                          y + g * amx::kTileRows * out + n0 + half * kHalf, out);
+        } else {
+          HalfBlock<true>(a0, k_blocks, half_column, k_block_stride, half_bias,
+                          sums.data() + g * kGroupSums + half * kHalf, amx::kBlockOut);
+        }
       }
       if (g < groups) {
         HalfBlock<false>(tiles + g * k_blocks * kTileWords, k_blocks, half_column,
-                         k_block_stride, bias + half * kHalf,
-                         sums.data() + g * kGroupSums + half * kHalf);
+                         k_block_stride, half_bias,
+                         sums.data() + g * kGroupSums + half * kHalf, amx::kBlockOut);
       }
     }
-    for (int64_t m = 0; m < rows; ++m) {
+    for (int64_t m = direct_pairs * amx::kTileRows; m < rows; ++m) {
       std::memcpy(y + m * out + n0, sums.data() + m * amx::kBlockOut,
                   columns * sizeof(float));
     }
