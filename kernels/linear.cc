@@ -307,7 +307,18 @@ void Linear(LinearContext& context, const LinearWeights& w, const float* x, int6
     constexpr int64_t kBlock = internal::kFewRowsBlockOut;
     return RunParallel(parallel, static_cast<int64_t>(chunks.size()), [&](int64_t c) {
       internal::LinearManyRowsAmxBlocks(few, tiles, rows, chunks[c].begin / kBlock,
-                                        (chunks[c].end + kBlock - 1) / kBlock, y);
+                                        (chunks[c].end + kBlock - 1) / kBlock, y,
+                                        few.out);
+    });
+  }
+  if (w.type() == WeightType::kInt8 && internal::Int8AmxRunsLinear(w.packed().int8)) {
+    internal::PackBfloat16Pairs(x, rows, w.in(), impl.few_rows_pairs);
+    internal::PackAmxRowTiles(impl.few_rows_pairs.data(), rows, w.in(),
+                              impl.amx_row_tiles);
+    const uint32_t* tiles = impl.amx_row_tiles.data();
+    return RunParallel(parallel, static_cast<int64_t>(chunks.size()), [&](int64_t c) {
+      internal::LinearInt8ManyRowsAmx(w.packed().int8, tiles, rows, chunks[c].begin,
+                                      chunks[c].end, y);
     });
   }
   const void* src = x;

@@ -150,6 +150,16 @@ inline constexpr int64_t kInt8TileBlocks = 4;
 void LinearInt8ManyRows(const Int8Weights& w, const uint16_t* x, int64_t rows,
                         int64_t nb_begin, int64_t nb_end, float* y);
 
+// The same tiles multiplied by Linear's bfloat16 AMX kernel (LinearManyRowsAmxBlocks,
+// sums from the bias), on CPUs that run it on bfloat16 weights of w.in inputs
+// (Int8AmxRunsLinear). On the AMX Xeon, the 8B-shaped block at T = 128 on one thread
+// took 0.74x the time it took with oneDNN's matmul on the tiles; dequantizing now
+// takes most of the rest (int8 1.76x bfloat16's time, 1.91x before). x as
+// PackAmxRowTiles leaves it.
+bool Int8AmxRunsLinear(const Int8Weights& w);
+void LinearInt8ManyRowsAmx(const Int8Weights& w, const uint32_t* x_tiles, int64_t rows,
+                           int64_t nb_begin, int64_t nb_end, float* y);
+
 }  // namespace layerserve::kernels::internal
 
 #endif  // LAYERSERVE_KERNELS_LINEAR_INT8_H_

@@ -132,4 +132,33 @@ void LinearInt8ManyRows(const Int8Weights& w, const uint16_t* x, int64_t rows,
   }
 }
 
+bool Int8AmxRunsLinear(const Int8Weights& w) {
+  return w.in % 32 == 0 && FewRowsDpbf16Supported() && FewRowsAmxSupported();
+}
+
+void LinearInt8ManyRowsAmx(const Int8Weights& w, const uint32_t* x_tiles, int64_t rows,
+                           int64_t nb_begin, int64_t nb_end, float* y) {
+  static_assert(kInt8BlockOut == kFewRowsBlockOut);
+  // The tile in the layout the kernel reads (linear_internal.h): 32 k x 64 n blocks
+  // in k pairs, a block column after another.
+  FewRowsWeights tile;
+  tile.bf16 = true;
+  tile.in = w.in;
+  tile.k_block = 32;
+  tile.k_block_stride = 32 * kInt8BlockOut;
+  tile.n_block_stride = w.in * kInt8BlockOut;
+  thread_local std::vector<uint16_t> values;
+  values.resize(kInt8TileBlocks * tile.n_block_stride);
+  tile.data = values.data();
+  for (int64_t nb = nb_begin; nb < nb_end; nb += kInt8TileBlocks) {
+    const int64_t nb_stop = std::min(nb_end, nb + kInt8TileBlocks);
+    DequantizeInt8Blocked(w, nb, nb_stop, tile.k_block_stride, tile.n_block_stride,
+                          values.data());
+    const int64_t n0 = nb * kInt8BlockOut;
+    tile.out = std::min((nb_stop - nb) * kInt8BlockOut, w.out - n0);
+    tile.bias = w.bias.data() + n0;
+    LinearManyRowsAmxBlocks(tile, x_tiles, rows, 0, nb_stop - nb, y + n0, w.out);
+  }
+}
+
 }  // namespace layerserve::kernels::internal

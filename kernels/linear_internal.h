@@ -86,11 +86,13 @@ void LinearFewRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* x, int64_t 
 // row's bits are LinearFewRowsAmxBlocks', the loops ordered for more products per
 // tile load. x comes as PackAmxRowTiles leaves PackBfloat16Pairs' pairs: for each
 // group of 16 rows and each k block, the rows' 16 pairs side by side (zeros past
-// the last row). REQUIRES: as LinearFewRowsAmxBlocks.
+// the last row). y's rows are `y_stride` floats apart (w.out for Linear's y).
+// REQUIRES: as LinearFewRowsAmxBlocks.
 void PackAmxRowTiles(const uint32_t* pairs, int64_t rows, int64_t in,
                      std::vector<uint32_t>& tiles);
 void LinearManyRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* tiles, int64_t rows,
-                             int64_t nb_begin, int64_t nb_end, float* y);
+                             int64_t nb_begin, int64_t nb_end, float* y,
+                             int64_t y_stride);
 
 // Whether Linear() runs LinearManyRowsAmxBlocks instead of oneDNN's matmul on these
 // weights: where LinearFewRows would run AMX on them. On the AMX Xeon oneDNN 2.6's

@@ -123,7 +123,8 @@ void PackAmxRowTiles(const uint32_t* pairs, int64_t rows, int64_t in,
 }
 
 void LinearManyRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* tiles, int64_t rows,
-                             int64_t nb_begin, int64_t nb_end, float* y) {
+                             int64_t nb_begin, int64_t nb_end, float* y,
+                             int64_t y_stride) {
   // In locals: the tile loads' memory clobber would have w's fields read again.
   const int64_t k_blocks = w.in / w.k_block, k_block_stride = w.k_block_stride;
   const int64_t n_block_stride = w.n_block_stride, out = w.out;
@@ -154,7 +155,8 @@ void LinearManyRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* tiles, int
         const uint32_t* a0 = tiles + g * k_blocks * kTileWords;
         if (g < direct_pairs) {
           HalfBlock<true>(a0, k_blocks, half_column, k_block_stride, half_bias,
-                          y + g * amx::kTileRows * out + n0 + half * kHalf, out);
+                          y + g * amx::kTileRows * y_stride + n0 + half * kHalf,
+                          y_stride);
         } else {
           HalfBlock<true>(a0, k_blocks, half_column, k_block_stride, half_bias,
                           sums.data() + g * kGroupSums + half * kHalf, amx::kBlockOut);
@@ -167,7 +169,7 @@ void LinearManyRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* tiles, int
       }
     }
     for (int64_t m = direct_pairs * amx::kTileRows; m < rows; ++m) {
-      std::memcpy(y + m * out + n0, sums.data() + m * amx::kBlockOut,
+      std::memcpy(y + m * y_stride + n0, sums.data() + m * amx::kBlockOut,
                   columns * sizeof(float));
     }
   }

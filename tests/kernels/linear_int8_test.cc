@@ -439,6 +439,12 @@ TEST_P(LinearInt8Test, MatchesTheDequantizedReference) {
     EXPECT_EQ(w.group_size(), s.group == 0 || s.group > s.in ? s.in : s.group);
     EXPECT_TRUE(w.few_rows_native());
     const Int8Weights& int8 = internal::Int8LayoutOf(w);
+    // Linear multiplies the dequantized tiles with AMX tiles where bfloat16 weights
+    // would be (in a multiple of 32 on an AMX CPU), else with oneDNN's matmul: the
+    // shapes above hold both to the same bound.
+    EXPECT_EQ(internal::Int8AmxRunsLinear(int8), s.in % 32 == 0 &&
+                                                     internal::FewRowsDpbf16Supported() &&
+                                                     internal::FewRowsAmxSupported());
     const std::vector<float> dequantized = internal::DequantizeInt8(int8);
     std::vector<float> want(s.rows * s.out), few(s.rows * s.out), many(s.rows * s.out);
     LinearReference(dequantized.data(), bias.data(), s.out, s.in, x.data(), s.rows,
@@ -469,7 +475,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LinearInt8Test,
                                            Shape{128, 256, 96, 64}, Shape{1, 4097, 7, 64},
                                            Shape{5, 33, 4097, 128},
                                            Shape{9, 700, 4097, 0},
-                                           Shape{130, 1100, 1000, 32}));
+                                           Shape{130, 1100, 1000, 32},
+                                           Shape{40, 512, 1000, 64}));
 
 // The batcher's promise (linear.h): a row's bits depend on that row only, for both
 // products, and threads sharing a call's outputs change nothing.

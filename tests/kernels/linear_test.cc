@@ -377,7 +377,8 @@ void RunKernel(FewRowsKernel kernel, const internal::FewRowsWeights& few, const 
   if (kernel == FewRowsKernel::kAmxManyRows) {
     std::vector<uint32_t> tiles;
     internal::PackAmxRowTiles(pairs.data(), rows, few.in, tiles);
-    return internal::LinearManyRowsAmxBlocks(few, tiles.data(), rows, 0, blocks, y);
+    return internal::LinearManyRowsAmxBlocks(few, tiles.data(), rows, 0, blocks, y,
+                                             few.out);
   }
   internal::LinearFewRowsVdpbf16psBlocks(few, pairs.data(), rows, 0, blocks, y);
 }
