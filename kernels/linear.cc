@@ -298,12 +298,16 @@ void Linear(LinearContext& context, const LinearWeights& w, const float* x, int6
   LinearContext::Impl& impl = context.impl();
   const std::vector<LinearWeights::Packed::Chunk>& chunks = w.packed().chunks;
   const internal::FewRowsWeights& few = w.packed().few_rows;
+  // x's bfloat16 pairs regrouped into tiles, for the AMX kernels.
+  auto amx_tiles = [&] {
+    internal::PackBfloat16Pairs(x, rows, w.in(), impl.few_rows_pairs);
+    internal::PackAmxRowTiles(impl.few_rows_pairs.data(), rows, w.in(),
+                              impl.amx_row_tiles);
+    return impl.amx_row_tiles.data();
+  };
   if (internal::AmxRunsLinear(few)) {
     // The same chunks of columns as oneDNN's matmuls, in 64-output blocks.
-    internal::PackBfloat16Pairs(x, rows, few.in, impl.few_rows_pairs);
-    internal::PackAmxRowTiles(impl.few_rows_pairs.data(), rows, few.in,
-                              impl.amx_row_tiles);
-    const uint32_t* tiles = impl.amx_row_tiles.data();
+    const uint32_t* tiles = amx_tiles();
     constexpr int64_t kBlock = internal::kFewRowsBlockOut;
     return RunParallel(parallel, static_cast<int64_t>(chunks.size()), [&](int64_t c) {
       internal::LinearManyRowsAmxBlocks(few, tiles, rows, chunks[c].begin / kBlock,
@@ -312,10 +316,7 @@ void Linear(LinearContext& context, const LinearWeights& w, const float* x, int6
     });
   }
   if (w.type() == WeightType::kInt8 && internal::Int8AmxRunsLinear(w.packed().int8)) {
-    internal::PackBfloat16Pairs(x, rows, w.in(), impl.few_rows_pairs);
-    internal::PackAmxRowTiles(impl.few_rows_pairs.data(), rows, w.in(),
-                              impl.amx_row_tiles);
-    const uint32_t* tiles = impl.amx_row_tiles.data();
+    const uint32_t* tiles = amx_tiles();
     return RunParallel(parallel, static_cast<int64_t>(chunks.size()), [&](int64_t c) {
       internal::LinearInt8ManyRowsAmx(w.packed().int8, tiles, rows, chunks[c].begin,
                                       chunks[c].end, y);
