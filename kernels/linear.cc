@@ -298,11 +298,9 @@ void Linear(LinearContext& context, const LinearWeights& w, const float* x, int6
   LinearContext::Impl& impl = context.impl();
   const std::vector<LinearWeights::Packed::Chunk>& chunks = w.packed().chunks;
   const internal::FewRowsWeights& few = w.packed().few_rows;
-  // x's bfloat16 pairs regrouped into tiles, for the AMX kernels.
+  // x's bfloat16 pairs in tiles, for the AMX kernels.
   auto amx_tiles = [&] {
-    internal::PackBfloat16Pairs(x, rows, w.in(), impl.few_rows_pairs);
-    internal::PackAmxRowTiles(impl.few_rows_pairs.data(), rows, w.in(),
-                              impl.amx_row_tiles);
+    internal::PackAmxRowTiles(x, rows, w.in(), impl.amx_row_tiles);
     return impl.amx_row_tiles.data();
   };
   if (internal::AmxRunsLinear(few)) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "kernels/bfloat16_words_avx512.h"
 #include "kernels/linear_internal.h"
 
 namespace layerserve::kernels::internal {
@@ -94,35 +95,13 @@ void LastTile(int64_t rows, const FewRowsWeights& w, const uint32_t* x, int64_t 
 void PackBfloat16Pairs(const float* x, int64_t rows, int64_t in,
                        std::vector<uint32_t>& packed) {
   // Word p of a row holds k = 2p (low half) and 2p + 1 (high half), the order of
-  // the weights' pairs: the row's bfloat16 values in order. Sixteen at a time with
-  // Float32ToBfloat16's own integer rounding (not VCVTNE2PS2BF16, which flushes
-  // subnormals), so the words are the scalar function's; a call per value was 8% of
-  // a 32-session decode step.
+  // the weights' pairs: the row's bfloat16 values in order. (Sixteen at a time: a
+  // call of Float32ToBfloat16 per value was 8% of a 32-session decode step.)
   const int64_t pairs = in / 2;
   packed.resize(rows * pairs);
-  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF),
-                inf = _mm512_set1_epi32(0x7F800000);
-  const __m512i half = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1);
-  const __m512i quiet = _mm512_set1_epi32(0x0040);
-  // The zero-masked forms: GCC 12's plain ones read an "undefined" register and
-  // warn (-Wmaybe-uninitialized) wherever they are inlined.
-  constexpr __mmask16 kAll = 0xFFFF;
   for (int64_t m = 0; m < rows; ++m) {
-    const float* row = x + m * in;
-    auto* out = reinterpret_cast<uint16_t*>(packed.data() + m * pairs);
-    int64_t k = 0;
-    for (; k + 16 <= in; k += 16) {
-      const __m512i u = _mm512_loadu_si512(row + k);
-      const __m512i high = _mm512_maskz_srli_epi32(kAll, u, 16);
-      const __m512i rounded = _mm512_maskz_srli_epi32(
-          kAll, _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(high, one))),
-          16);
-      const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, magnitude), inf);
-      const __m512i bits = _mm512_mask_or_epi32(rounded, nan, high, quiet);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k),
-                          _mm512_maskz_cvtepi32_epi16(kAll, bits));
-    }
-    for (; k < 2 * pairs; ++k) out[k] = Float32ToBfloat16(row[k]);
+    RoundToBfloat16Words(x + m * in, 2 * pairs,
+                         reinterpret_cast<uint16_t*>(packed.data() + m * pairs));
   }
 }
 

@@ -84,11 +84,11 @@ void LinearFewRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* x, int64_t 
 
 // Linear's product on the same tiles for many rows (linear_many_rows_amx.cc): each
 // row's bits are LinearFewRowsAmxBlocks', the loops ordered for more products per
-// tile load. x comes as PackAmxRowTiles leaves PackBfloat16Pairs' pairs: for each
-// group of 16 rows and each k block, the rows' 16 pairs side by side (zeros past
-// the last row). y's rows are `y_stride` floats apart (w.out for Linear's y).
-// REQUIRES: as LinearFewRowsAmxBlocks.
-void PackAmxRowTiles(const uint32_t* pairs, int64_t rows, int64_t in,
+// tile load. x (float32, [rows, in]) comes as PackAmxRowTiles leaves it: for each
+// group of 16 rows and each k block, the rows' 16 pairs (PackBfloat16Pairs' words)
+// side by side, zeros past the last row. y's rows are `y_stride` floats apart (w.out
+// for Linear's y). REQUIRES: as LinearFewRowsAmxBlocks.
+void PackAmxRowTiles(const float* x, int64_t rows, int64_t in,
                      std::vector<uint32_t>& tiles);
 void LinearManyRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* tiles, int64_t rows,
                              int64_t nb_begin, int64_t nb_end, float* y,

@@ -13,7 +13,7 @@
 //
 // Every row keeps the few-rows kernel's bits: its sums of each 16 outputs start from
 // the bias and take the k blocks in order, one TDPBF16PS each, whatever the loops
-// around. x comes regrouped by PackAmxRowTiles (each 16-row group's 32 inputs of a k
+// around. x comes packed by PackAmxRowTiles (each 16-row group's 32 inputs of a k
 // block are one contiguous 1 KiB tile; in place, at in = 4096, a tile's 16 rows
 // would fall in one L1 set).
 #include <immintrin.h>
@@ -23,6 +23,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/bfloat16_words_avx512.h"
 #include "kernels/few_rows_amx_tiles.h"
 #include "kernels/linear_internal.h"
 
@@ -106,18 +107,25 @@ void HalfBlock(const uint32_t* a0, int64_t k_blocks, const uint16_t* half_column
 
 }  // namespace
 
-void PackAmxRowTiles(const uint32_t* pairs, int64_t rows, int64_t in,
+void PackAmxRowTiles(const float* x, int64_t rows, int64_t in,
                      std::vector<uint32_t>& tiles) {
-  const int64_t row_pairs = in / 2, k_blocks = in / amx::kKBlock;
+  // Straight from float32: rounding into pairs first and then regrouping them was
+  // two passes over x and a zero fill of the whole buffer.
+  const int64_t k_blocks = in / amx::kKBlock;
   const int64_t groups = (rows + amx::kTileRows - 1) / amx::kTileRows;
   constexpr int64_t kPairs = amx::kKBlock / 2;
-  tiles.assign(groups * k_blocks * kTileWords, 0);
-  for (int64_t m = 0; m < rows; ++m) {
+  tiles.resize(groups * k_blocks * kTileWords);
+  for (int64_t m = 0; m < groups * amx::kTileRows; ++m) {
     uint32_t* row = tiles.data() + (m / amx::kTileRows) * k_blocks * kTileWords +
                     (m % amx::kTileRows) * kPairs;
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
-      std::memcpy(row + kb * kTileWords, pairs + m * row_pairs + kb * kPairs,
-                  kPairs * sizeof(uint32_t));
+      uint32_t* words = row + kb * kTileWords;
+      if (m < rows) {
+        RoundToBfloat16Words(x + m * in + kb * amx::kKBlock, amx::kKBlock,
+                             reinterpret_cast<uint16_t*>(words));
+      } else {  // The last group's rows past `rows`.
+        std::memset(words, 0, kPairs * sizeof(uint32_t));
+      }
     }
   }
 }

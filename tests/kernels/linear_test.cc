@@ -376,7 +376,7 @@ void RunKernel(FewRowsKernel kernel, const internal::FewRowsWeights& few, const 
   }
   if (kernel == FewRowsKernel::kAmxManyRows) {
     std::vector<uint32_t> tiles;
-    internal::PackAmxRowTiles(pairs.data(), rows, few.in, tiles);
+    internal::PackAmxRowTiles(x, rows, few.in, tiles);
     return internal::LinearManyRowsAmxBlocks(few, tiles.data(), rows, 0, blocks, y,
                                              few.out);
   }
@@ -625,6 +625,41 @@ TEST(LinearFewRowsTest, PackedPairsAreTheScalarConversion) {
       const uint32_t word = pairs[i / 2];
       const uint16_t got = static_cast<uint16_t>(i % 2 == 0 ? word : word >> 16);
       ASSERT_EQ(got, Float32ToBfloat16(x[i])) << "in " << in << " at " << i;
+    }
+  }
+}
+
+// The many-rows AMX kernel's packing rounds straight from float32 into tiles: each
+// 16-row group's k block holds the rows' words of PackBfloat16Pairs side by side, and
+// rows past the last are zeros even where the buffer held other values before.
+TEST(LinearFewRowsTest, AmxRowTilesHoldThePackedPairs) {
+  if (!internal::FewRowsDpbf16Supported()) {
+    GTEST_SKIP() << "this CPU has no AVX512_BF16: Linear never packs AMX tiles";
+  }
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> bits;
+  constexpr int64_t kGroupRows = 16, kBlock = 32, kPairs = kBlock / 2;
+  std::vector<uint32_t> tiles(1 << 20, 0xDEADBEEFu);  // A stale, larger buffer.
+  for (int64_t in : {32, 96, 4096}) {
+    for (int64_t rows : {1, 15, 16, 17, 33}) {
+      std::vector<float> x(rows * in);
+      for (float& v : x) v = FromBits(bits(rng));  // NaN, Inf, subnormals among them.
+      std::vector<uint32_t> pairs;
+      internal::PackBfloat16Pairs(x.data(), rows, in, pairs);
+      internal::PackAmxRowTiles(x.data(), rows, in, tiles);
+      const int64_t groups = (rows + kGroupRows - 1) / kGroupRows, blocks = in / kBlock;
+      ASSERT_EQ(tiles.size(), static_cast<size_t>(groups * blocks * kGroupRows * kPairs));
+      for (int64_t m = 0; m < groups * kGroupRows; ++m) {
+        for (int64_t kb = 0; kb < blocks; ++kb) {
+          for (int64_t p = 0; p < kPairs; ++p) {
+            const uint32_t want = m < rows ? pairs[m * in / 2 + kb * kPairs + p] : 0;
+            const int64_t at = ((m / kGroupRows) * blocks + kb) * kGroupRows * kPairs +
+                               (m % kGroupRows) * kPairs + p;
+            ASSERT_EQ(tiles[at], want) << "in " << in << " rows " << rows << " row " << m
+                                       << " k block " << kb << " pair " << p;
+          }
+        }
+      }
     }
   }
 }
