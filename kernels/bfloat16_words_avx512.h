@@ -1,9 +1,7 @@
 // float32 to bfloat16 words sixteen at a time with AVX-512, for the kernels that
 // multiply bfloat16 pairs (linear_few_rows_dpbf16.cc packs rows of them,
-// linear_many_rows_amx.cc AMX tiles). Inline so that a caller looping over short runs
-// (a tile's 32 values) keeps the constants in registers: as a call it took half the
-// time of the two passes it replaced. Include only from files compiled for AVX-512
-// (-mavx512f -mavx512bw).
+// linear_many_rows_amx.cc AMX tiles, 32 values at a time), one copy of the rounding
+// for both. Include only from files compiled for AVX-512 (-mavx512f -mavx512bw).
 #ifndef LAYERSERVE_KERNELS_BFLOAT16_WORDS_AVX512_H_
 #define LAYERSERVE_KERNELS_BFLOAT16_WORDS_AVX512_H_
 
