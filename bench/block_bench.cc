@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench/llama_shapes.h"
+#include "kernels/attention.h"
 #include "kernels/block.h"
 #include "kernels/rope.h"
 #include "server/batching/batcher.h"
@@ -168,6 +169,50 @@ BENCHMARK(BM_UpProjection)
     ->Arg(16)
     ->Arg(128)
     ->Arg(512)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The 8B-shaped layer's causal self-attention over T tokens (32 query heads on 8 KV
+// heads of 128) on one thread, as the block runs it: what Attention's query blocks
+// and their key limits cost at long prompts. Counter GFLOPs: scores and mix counted
+// in full (4 T^2 Dh per head), as BM_Block counts them.
+void BM_Attention(benchmark::State& state) {
+  omp_set_num_threads(1);
+  const int64_t tokens = state.range(0), heads = 32, kv_heads = 8, dh = 128;
+  const int64_t q_width = heads * dh, kv_width = kv_heads * dh;
+  std::mt19937 rng(5);
+  const std::vector<float> q = RandomValues(tokens * q_width, rng);
+  const std::vector<float> kv = RandomValues(tokens * 2 * kv_width, rng);
+  std::vector<float> out(tokens * q_width);
+  std::vector<int64_t> limits(tokens);
+  for (int64_t t = 0; t < tokens; ++t) limits[t] = t + 1;
+  AttentionArgs a;
+  a.q_heads = heads;
+  a.kv_heads = kv_heads;
+  a.head_dim = dh;
+  a.tokens = a.keys = tokens;
+  a.q = q.data();
+  a.q_stride = q_width;
+  a.k = kv.data();
+  a.v = kv.data() + kv_width;
+  a.kv_stride = 2 * kv_width;
+  a.out = out.data();
+  a.out_stride = q_width;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  a.key_limits = limits.data();
+  for (auto _ : state) {
+    AttentionByKvHead(a, nullptr);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GFLOPs"] =
+      benchmark::Counter(4.0 * heads * tokens * tokens * dh * state.iterations() / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Attention)
+    ->ArgName("T")
+    ->Arg(128)
+    ->Arg(512)
+    ->Arg(2048)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
