@@ -122,8 +122,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{6, 3, 8, 9, 9, false, 9},        // bidirectional
                       Case{8, 2, 16, 9, 9, true, 6},        // right padding
                       Case{8, 2, 16, 9, 9, false, 4},       // padding, bidirectional
-                      Case{4, 1, 32, 300, 300, true, 300},  // two query blocks
-                      Case{2, 2, 64, 513, 513, true, 500}));
+                      Case{4, 1, 32, 300, 300, true, 300},  // query blocks
+                      Case{2, 2, 64, 513, 513, true, 500},
+                      Case{4, 2, 16, 200, 450, true, 450},   // long chunk after a cache
+                      Case{2, 1, 16, 260, 260, false, 260},  // blocks see every key
+                      Case{2, 1, 16, 130, 130, true, 0}));   // blocks that see no key
 
 TEST(MaskedSoftmaxTest, ZeroLimitRowsAreZeroAndEntropyMatchesFormula) {
   std::vector<float> scores = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
