@@ -153,9 +153,11 @@ void LinearInt8ManyRows(const Int8Weights& w, const uint16_t* x, int64_t rows,
 // The same tiles multiplied by Linear's bfloat16 AMX kernel (LinearManyRowsAmxBlocks,
 // sums from the bias), on CPUs that run it on bfloat16 weights of w.in inputs
 // (Int8AmxRunsLinear). On the AMX Xeon, the 8B-shaped block at T = 128 on one thread
-// took 0.74x the time it took with oneDNN's matmul on the tiles; dequantizing now
-// takes most of the rest (int8 1.76x bfloat16's time, 1.91x before). x as
-// PackAmxRowTiles leaves it.
+// took 0.74x the time it took with oneDNN's matmul on the tiles, and 1.6-1.8x
+// bfloat16's: of that gap, dequantizing was about half, the kernel reading freshly
+// written tiles instead of streamed packed weights the rest
+// (docs/perf/2026-12-03-amx-states-and-attention-blocks.md). x as PackAmxRowTiles
+// leaves it.
 bool Int8AmxRunsLinear(const Int8Weights& w);
 void LinearInt8ManyRowsAmx(const Int8Weights& w, const uint32_t* x_tiles, int64_t rows,
                            int64_t nb_begin, int64_t nb_end, float* y);
