@@ -143,15 +143,14 @@ void BM_Matmul(benchmark::State& state) {
       2.0 * m * k * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
-// The 8B-shaped layer's fused gate|up projection (M = T, 4096 -> 2 x 14336,
-// bfloat16 weights) through Linear on one thread: what the block runs for long
-// sequences, the AMX tiles where the CPU has them (kernels/linear_internal.h,
-// AmxRunsLinear). BM_Matmul (shape 2, bf16, 1 thread) is the bare oneDNN peer.
-// Counter GFLOPs as BM_Block's.
-void BM_UpProjection(benchmark::State& state) {
+// The 8B-shaped layer's fused gate|up projection (M = T, 4096 -> 2 x 14336) and its
+// down projection (14336 -> 4096), bfloat16 weights, through Linear on one thread:
+// what the block runs for long sequences, the AMX tiles where the CPU has them
+// (kernels/linear_internal.h, AmxRunsLinear). BM_Matmul (shape 2, bf16, 1 thread)
+// is the bare oneDNN peer. Counter GFLOPs as BM_Block's.
+void RunProjection(benchmark::State& state, const LinearWeights& w) {
   omp_set_num_threads(1);
   const int64_t rows = state.range(0);
-  const LinearWeights& w = *Weights(2, WeightType::kBfloat16).up;
   std::mt19937 rng(3);
   const std::vector<float> x = RandomValues(rows * w.in(), rng);
   std::vector<float> y(rows * w.out());
@@ -164,13 +163,22 @@ void BM_UpProjection(benchmark::State& state) {
       benchmark::Counter(2.0 * rows * w.in() * w.out() * state.iterations() / 1e9,
                          benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_UpProjection)
-    ->ArgName("T")
-    ->Arg(16)
-    ->Arg(128)
-    ->Arg(512)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+void BM_UpProjection(benchmark::State& state) {
+  RunProjection(state, *Weights(2, WeightType::kBfloat16).up);
+}
+void BM_DownProjection(benchmark::State& state) {
+  RunProjection(state, *Weights(2, WeightType::kBfloat16).down);
+}
+void ProjectionArgs(benchmark::internal::Benchmark* b) {
+  b->ArgName("T")
+      ->Arg(16)
+      ->Arg(128)
+      ->Arg(512)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+}
+BENCHMARK(BM_UpProjection)->Apply(ProjectionArgs);
+BENCHMARK(BM_DownProjection)->Apply(ProjectionArgs);
 
 // The 8B-shaped layer's causal self-attention over T tokens (32 query heads on 8 KV
 // heads of 128) on one thread, as the block runs it: what Attention's query blocks

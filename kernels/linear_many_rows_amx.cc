@@ -9,13 +9,15 @@
 // block's lines are prefetched into L1 meanwhile. On the AMX Xeon that took
 // 0.76-0.77x the few-rows kernel's time at 128 and 512 rows of the 8B-shaped layer
 // projection on one thread, 0.88-0.93x a whole block's on two
-// (docs/perf/2026-12-03-linear-on-amx.md).
+// (docs/perf/2026-12-03-linear-on-amx.md). The k blocks go in chunks (kChunkKBlocks),
+// every block and row group taking one chunk before the next, so that one chunk's x
+// and weights stay in L2.
 //
 // Every row keeps the few-rows kernel's bits: its sums of each 16 outputs start from
 // the bias and take the k blocks in order, one TDPBF16PS each, whatever the loops
-// around. x comes packed by PackAmxRowTiles (each 16-row group's 32 inputs of a k
-// block are one contiguous 1 KiB tile; in place, at in = 4096, a tile's 16 rows
-// would fall in one L1 set).
+// around (between chunks they wait in y as float32, exactly). x comes packed by
+// PackAmxRowTiles (each 16-row group's 32 inputs of a k block are one contiguous 1 KiB
+// tile; in place, at in = 4096, a tile's 16 rows would fall in one L1 set).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -34,6 +36,11 @@ constexpr int64_t kTileWords = amx::kTileRows * amx::kKBlock / 2;  // One x tile
 constexpr int64_t kGroupSums = amx::kTileRows * amx::kBlockOut;    // A group's sums.
 constexpr int64_t kHalf = amx::kBlockOut / 2;  // Outputs per half block: 2 C tiles.
 constexpr int64_t kWeightsStride = amx::kPairRow * sizeof(uint16_t);  // A k pair's.
+// k blocks per pass over the blocks (2048 inputs). Each pass's x (at most 2 MiB at
+// 512 rows) and a block's weights for it (256 KiB) stay in L2 while every row group
+// takes them; unchunked, the down projection (14336 inputs) streamed x through L2
+// for every block and evicted the weights the next groups needed.
+constexpr int64_t kChunkKBlocks = 64;
 
 // Tile registers: C0 = A x B0 and C1 = A x B1 are group g's sums of the half
 // block's two 16-output tiles, C2 = A1 x B0 and C3 = A1 x B1 group g + 1's.
@@ -63,22 +70,40 @@ void PrefetchWeights(const uint16_t* weights) {
   }
 }
 
-// The half block's sums for group g (and g + 1): from the bias, over every k block,
-// into `sums` (row stride `stride` floats; group g + 1's 16 rows below g's). `a0`
-// is group g's first x tile; the weights of k block kb are at half_column + kb *
-// k_block_stride.
+// Where a group's sums of one half block live between k chunks (and end up): y
+// itself, or a buffer copied into y at the end. Group g + 1's 16 rows follow g's.
+struct SumsAt {
+  float* at;
+  int64_t stride;  // Floats between rows.
+};
+
+// Group g's (and g + 1's) sums of one half block over k blocks [kb_begin, kb_end):
+// from the bias when kb_begin is 0, else from `sums`, where they go back. `a0` is
+// group g's first x tile (group g + 1's follow `group_words` later); the weights of
+// k block kb are at half_column + kb * k_block_stride.
 template <bool kTwoGroups>
-void HalfBlock(const uint32_t* a0, int64_t k_blocks, const uint16_t* half_column,
-               int64_t k_block_stride, const float* half_bias, float* sums,
-               int64_t stride) {
-  LS_TILE_LOAD(LS_C0, half_bias, 0);  // Stride 0: the bias in every row.
-  LS_TILE_LOAD(LS_C1, half_bias + 16, 0);
-  if constexpr (kTwoGroups) {
-    LS_TILE_LOAD(LS_C2, half_bias, 0);
-    LS_TILE_LOAD(LS_C3, half_bias + 16, 0);
+void HalfBlock(const uint32_t* a0, int64_t group_words, int64_t kb_begin, int64_t kb_end,
+               const uint16_t* half_column, int64_t k_block_stride,
+               const float* half_bias, SumsAt sums) {
+  const int64_t bytes = sums.stride * static_cast<int64_t>(sizeof(float));
+  float* next = sums.at + amx::kTileRows * sums.stride;
+  if (kb_begin == 0) {
+    LS_TILE_LOAD(LS_C0, half_bias, 0);  // Stride 0: the bias in every row.
+    LS_TILE_LOAD(LS_C1, half_bias + 16, 0);
+    if constexpr (kTwoGroups) {
+      LS_TILE_LOAD(LS_C2, half_bias, 0);
+      LS_TILE_LOAD(LS_C3, half_bias + 16, 0);
+    }
+  } else {  // float32 sums stored and loaded back exactly: the bits do not change.
+    LS_TILE_LOAD(LS_C0, sums.at, bytes);
+    LS_TILE_LOAD(LS_C1, sums.at + 16, bytes);
+    if constexpr (kTwoGroups) {
+      LS_TILE_LOAD(LS_C2, next, bytes);
+      LS_TILE_LOAD(LS_C3, next + 16, bytes);
+    }
   }
-  const uint32_t* a1 = a0 + k_blocks * kTileWords;
-  for (int64_t kb = 0; kb < k_blocks; ++kb) {
+  const uint32_t* a1 = a0 + group_words;
+  for (int64_t kb = kb_begin; kb < kb_end; ++kb) {
     // One k block ahead (past the last, a hint the CPU may drop).
     const uint16_t* weights = half_column + kb * k_block_stride;
     PrefetchWeights(weights + k_block_stride);
@@ -95,11 +120,9 @@ void HalfBlock(const uint32_t* a0, int64_t k_blocks, const uint16_t* half_column
       _tile_dpbf16ps(LS_C3, LS_A1, LS_B1);
     }
   }
-  const int64_t bytes = stride * static_cast<int64_t>(sizeof(float));
-  _tile_stored(LS_C0, sums, bytes);
-  _tile_stored(LS_C1, sums + 16, bytes);
+  _tile_stored(LS_C0, sums.at, bytes);
+  _tile_stored(LS_C1, sums.at + 16, bytes);
   if constexpr (kTwoGroups) {
-    float* next = sums + amx::kTileRows * stride;
     _tile_stored(LS_C2, next, bytes);
     _tile_stored(LS_C3, next + 16, bytes);
   }
@@ -137,51 +160,67 @@ void LinearManyRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* tiles, int
   const int64_t k_blocks = w.in / w.k_block, k_block_stride = w.k_block_stride;
   const int64_t n_block_stride = w.n_block_stride, out = w.out;
   const int64_t groups = (rows + amx::kTileRows - 1) / amx::kTileRows;
-  // Groups [0, whole) have 16 rows; a pair of them stores straight into y's 64
-  // columns of a whole block.
-  const int64_t whole = rows / amx::kTileRows;
+  const int64_t whole = rows / amx::kTileRows;  // Groups of 16 rows.
+  const int64_t group_words = k_blocks * kTileWords;
   const auto* weights = static_cast<const uint16_t*>(w.data);
-  // The other groups' sums (a last block's, a last short group's and the group
-  // alone after the pairs), copied into y once both halves are done.
-  thread_local std::vector<float> sums;
-  sums.resize(groups * kGroupSums);
-  // Rows past `rows` in a last group are zeros in `tiles` and never reach y.
+  // Whole groups of whole blocks keep their sums in y. A last short group's sums
+  // (its padding rows must not reach y) are in `short_sums`, [16, range] floats; a
+  // last block narrower than 64 outputs keeps every group's in `narrow_sums`.
+  const int64_t range = (nb_end - nb_begin) * amx::kBlockOut;
+  const int64_t narrow_columns = out - (nb_end - 1) * amx::kBlockOut;
+  const bool narrow = narrow_columns < amx::kBlockOut;
+  thread_local std::vector<float> short_sums, narrow_sums;
+  if (whole < groups) short_sums.resize(amx::kTileRows * range);
+  if (narrow) narrow_sums.resize(groups * kGroupSums);
   ConfigureTiles();
-  for (int64_t nb = nb_begin; nb < nb_end; ++nb) {
-    const int64_t n0 = nb * kFewRowsBlockOut;
-    const int64_t columns = std::min(kFewRowsBlockOut, out - n0);
-    alignas(64) float bias[amx::kBlockOut] = {};
-    std::memcpy(bias, w.bias + n0, columns * sizeof(float));
-    const int64_t direct_pairs = columns == kFewRowsBlockOut ? whole / 2 * 2 : 0;
-    for (int64_t half = 0; half < 2; ++half) {
-      // Each k pair's 64 outputs lie side by side: the second half's start 32
-      // outputs' pairs in.
-      const uint16_t* half_column = weights + nb * n_block_stride + half * 2 * kHalf;
-      const float* half_bias = bias + half * kHalf;
-      int64_t g = 0;
-      for (; g + 2 <= groups; g += 2) {
-        const uint32_t* a0 = tiles + g * k_blocks * kTileWords;
-        if (g < direct_pairs) {
-          HalfBlock<true>(a0, k_blocks, half_column, k_block_stride, half_bias,
-                          y + g * amx::kTileRows * y_stride + n0 + half * kHalf,
-                          y_stride);
-        } else {
-          HalfBlock<true>(a0, k_blocks, half_column, k_block_stride, half_bias,
-                          sums.data() + g * kGroupSums + half * kHalf, amx::kBlockOut);
+  for (int64_t kb_begin = 0; kb_begin < k_blocks; kb_begin += kChunkKBlocks) {
+    const int64_t kb_end = std::min(k_blocks, kb_begin + kChunkKBlocks);
+    for (int64_t nb = nb_begin; nb < nb_end; ++nb) {
+      const int64_t n0 = nb * kFewRowsBlockOut;
+      const bool narrow_block = narrow && nb == nb_end - 1;
+      alignas(64) float bias[amx::kBlockOut] = {};
+      std::memcpy(bias, w.bias + n0, std::min(amx::kBlockOut, out - n0) * sizeof(float));
+      for (int64_t half = 0; half < 2; ++half) {
+        // Each k pair's 64 outputs lie side by side: the second half's start 32
+        // outputs' pairs in.
+        const uint16_t* half_column = weights + nb * n_block_stride + half * 2 * kHalf;
+        const float* half_bias = bias + half * kHalf;
+        auto sums_of = [&](int64_t g) -> SumsAt {
+          if (narrow_block)
+            return {narrow_sums.data() + g * kGroupSums + half * kHalf, amx::kBlockOut};
+          if (g == whole)
+            return {short_sums.data() + (nb - nb_begin) * amx::kBlockOut + half * kHalf,
+                    range};
+          return {y + g * amx::kTileRows * y_stride + n0 + half * kHalf, y_stride};
+        };
+        // Pairs share a SumsAt: both whole groups, or both in narrow_sums.
+        const int64_t paired = (narrow_block ? groups : whole) / 2 * 2;
+        int64_t g = 0;
+        for (; g < paired; g += 2) {
+          HalfBlock<true>(tiles + g * group_words, group_words, kb_begin, kb_end,
+                          half_column, k_block_stride, half_bias, sums_of(g));
+        }
+        for (; g < groups; ++g) {
+          HalfBlock<false>(tiles + g * group_words, group_words, kb_begin, kb_end,
+                           half_column, k_block_stride, half_bias, sums_of(g));
         }
       }
-      if (g < groups) {
-        HalfBlock<false>(tiles + g * k_blocks * kTileWords, k_blocks, half_column,
-                         k_block_stride, half_bias,
-                         sums.data() + g * kGroupSums + half * kHalf, amx::kBlockOut);
-      }
-    }
-    for (int64_t m = direct_pairs * amx::kTileRows; m < rows; ++m) {
-      std::memcpy(y + m * y_stride + n0, sums.data() + m * amx::kBlockOut,
-                  columns * sizeof(float));
     }
   }
   _tile_release();
+  const int64_t wide_columns = narrow ? range - amx::kBlockOut : range;
+  for (int64_t m = whole * amx::kTileRows; m < rows; ++m) {
+    std::memcpy(y + m * y_stride + nb_begin * amx::kBlockOut,
+                short_sums.data() + (m - whole * amx::kTileRows) * range,
+                wide_columns * sizeof(float));
+  }
+  if (narrow) {
+    for (int64_t m = 0; m < rows; ++m) {
+      std::memcpy(y + m * y_stride + (nb_end - 1) * amx::kBlockOut,
+                  narrow_sums.data() + m * amx::kBlockOut,
+                  narrow_columns * sizeof(float));
+    }
+  }
 }
 
 }  // namespace layerserve::kernels::internal
