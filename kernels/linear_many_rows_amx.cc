@@ -36,11 +36,13 @@ constexpr int64_t kTileWords = amx::kTileRows * amx::kKBlock / 2;  // One x tile
 constexpr int64_t kGroupSums = amx::kTileRows * amx::kBlockOut;    // A group's sums.
 constexpr int64_t kHalf = amx::kBlockOut / 2;  // Outputs per half block: 2 C tiles.
 constexpr int64_t kWeightsStride = amx::kPairRow * sizeof(uint16_t);  // A k pair's.
-// k blocks per pass over the blocks (2048 inputs). Each pass's x (at most 2 MiB at
-// 512 rows) and a block's weights for it (256 KiB) stay in L2 while every row group
-// takes them; unchunked, the down projection (14336 inputs) streamed x through L2
-// for every block and evicted the weights the next groups needed.
-constexpr int64_t kChunkKBlocks = 64;
+// k blocks per pass over the blocks (4096 inputs). A pass's x (1 MiB at 128 rows)
+// and a block's weights for it (512 KiB) stay in L2 while every row group takes
+// them. Unchunked, the down projection (14336 inputs: x 3.5 MiB at 128 rows)
+// streamed x through L2 for every block and evicted the weights the next groups
+// needed. Projections of 4096 inputs stay one pass: in chunks of 64 k blocks they
+// took 5-9% longer at 128 rows (docs/perf/2026-12-03-k-chunks.md).
+constexpr int64_t kChunkKBlocks = 128;
 
 // Tile registers: C0 = A x B0 and C1 = A x B1 are group g's sums of the half
 // block's two 16-output tiles, C2 = A1 x B0 and C3 = A1 x B1 group g + 1's.

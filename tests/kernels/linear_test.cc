@@ -501,15 +501,15 @@ TEST(LinearFewRowsTest, Bfloat16AmxManyRowsKernelRowsAreIndependent) {
 
 // Linear's AMX kernel gives every row the few-rows AMX kernel's bits, NaN and Inf
 // included, at odd sizes: outputs past a 64-output block, a last group of rows
-// alone, rows in two groups and more, inputs in two k chunks and in three, the last
-// one short (4192 = 2 x 2048 + 96).
+// alone, rows in two groups and more, inputs in one k chunk and in three, the last
+// one short (8288 = 2 x 4096 + 96).
 TEST(LinearFewRowsTest, Bfloat16AmxManyRowsKernelHasTheFewRowsKernelsBits) {
   std::mt19937 rng(21);
   for (auto [in, out] : {std::pair<int64_t, int64_t>{32, 1},
                          {96, 7},
                          {768, 200},
                          {4096, 130},
-                         {4192, 70}}) {
+                         {8288, 70}}) {
     const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
     LinearWeights weights(w.data(), out, in, false, b.data(), WeightType::kBfloat16);
     const internal::FewRowsWeights& few = internal::FewRowsLayoutOf(weights);
