@@ -41,7 +41,7 @@ constexpr int64_t kWeightsStride = amx::kPairRow * sizeof(uint16_t);  // A k pai
 // them. Unchunked, the down projection (14336 inputs: x 3.5 MiB at 128 rows)
 // streamed x through L2 for every block and evicted the weights the next groups
 // needed. Projections of 4096 inputs stay one pass: in chunks of 64 k blocks they
-// took 5-9% longer at 128 rows (docs/perf/2026-12-03-k-chunks.md).
+// took 5-16% longer at 128 rows (docs/perf/2026-12-03-k-chunks.md).
 constexpr int64_t kChunkKBlocks = 128;
 
 // Tile registers: C0 = A x B0 and C1 = A x B1 are group g's sums of the half
