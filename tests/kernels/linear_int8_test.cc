@@ -476,7 +476,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LinearInt8Test,
                                            Shape{5, 33, 4097, 128},
                                            Shape{9, 700, 4097, 0},
                                            Shape{130, 1100, 1000, 32},
-                                           Shape{40, 512, 1000, 64}));
+                                           Shape{40, 512, 1000, 64},
+                                           // Three of the AMX kernel's k chunks.
+                                           Shape{33, 8288, 70, 64}));
 
 // The batcher's promise (linear.h): a row's bits depend on that row only, for both
 // products, and threads sharing a call's outputs change nothing.
