@@ -18,7 +18,7 @@ Call::Call(grpc::CallbackServerContext* context, const char* method, Metrics* me
            CallTracker* tracker, const google::protobuf::Message* request,
            const google::protobuf::Message* response)
     : context_(context),
-      reactor_(context->DefaultReactor()),
+      reactor_(new TrackedReactor(tracker)),
       method_(method),
       metrics_(metrics),
       tracker_(tracker),
@@ -85,8 +85,7 @@ void Call::Finish(const grpc::Status& status) {
                               response_bytes);
   } catch (...) {
   }
-  reactor_->Finish(status);
-  tracker_->Finished(admitted_);
+  reactor_->Finish(status);  // The tracker counts it finished at OnDone.
 }
 
 void Call::FinishWithCurrentException() {

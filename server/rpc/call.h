@@ -53,6 +53,7 @@ class Call {
   // admitted()). Once, while pending().
   void Admit() {
     admitted_ = true;
+    reactor_->set_admitted();
     tracker_->Admitted();
   }
 
@@ -69,7 +70,26 @@ class Call {
 
  private:
   grpc::CallbackServerContext* const context_;
-  grpc::ServerUnaryReactor* const reactor_;
+  // The call's reactor: it tells the tracker the call finished only once gRPC is
+  // done with it (OnDone), that is once the answer has left gRPC's buffers. Finish
+  // only starts sending it: an 8 MiB answer to a slow client could still be on its
+  // way when a drain that counted calls finished at Finish shut the server down,
+  // and the client then lost it to a connection reset.
+  class TrackedReactor : public grpc::ServerUnaryReactor {
+   public:
+    explicit TrackedReactor(CallTracker* tracker) : tracker_(tracker) {}
+    void set_admitted() { admitted_ = true; }  // Before Finish: OnDone follows it.
+    void OnDone() override {
+      tracker_->Finished(admitted_);
+      delete this;
+    }
+
+   private:
+    CallTracker* const tracker_;
+    bool admitted_ = false;
+  };
+
+  TrackedReactor* const reactor_;
   const char* const method_;
   Metrics* const metrics_;
   CallTracker* const tracker_;

@@ -223,10 +223,12 @@ std::string HostPort(const std::string& host, int port) {
   return absl::StrCat(host, ":", port);
 }
 
-// How long a draining server must see no new call before it closes its
+// How long a draining server must see no call arrive or finish before it closes its
 // connections: requests still uploading then reach a handler and get UNAVAILABLE
-// (retryable) instead of a cancelled stream. A heuristic: an upload slower than
-// this can still be cut off (the client then sees CANCELLED).
+// (retryable) instead of a cancelled stream, and clients read the last answers'
+// bytes still in the socket buffers (closing a socket with unread input resets the
+// connection, and the client loses what it had not read). A heuristic: an upload
+// slower than this can still be cut off (the client then sees CANCELLED).
 constexpr absl::Duration kDrainQuietPeriod = absl::Milliseconds(500);
 
 int ComputeThreads() {

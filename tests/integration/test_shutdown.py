@@ -4,6 +4,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 
 import grpc
 import numpy as np
@@ -89,3 +90,43 @@ def test_exits_zero_as_pid_1_on_sigterm():
     os.kill(child, signal.SIGTERM)
     assert server.proc.wait(timeout=60) == 0, server.output()
     assert "stopped" in server.output()
+
+
+def test_drain_waits_for_a_slow_reader_to_take_its_answer(tmp_path):
+    """An accepted call counts until gRPC is done sending its answer, and the server
+    closes its connections only a quiet period after that: a client that reads its
+    32 MiB answer slowly (here: stopped while it is sent) still gets all of it.
+    Closing as soon as the handler finished could reset the connection under the
+    answer's last bytes (the client then lost them)."""
+    server = ServerProcess("--compute-threads=1", "--shutdown-grace=60s")
+    x = np.random.default_rng(2).standard_normal((ROWS, DIM)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    client = subprocess.Popen(
+        [CLI, "--target", server.target, "--timeout-ms", "120000", "normalize",
+         "--kind", "layer", "--input", str(tmp_path / "x.npy"),
+         "--out", str(tmp_path / "y.npy")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Stopped once the server computes (its whole request has arrived), the
+        # client reads none of the answer.
+        assert wait_for(lambda: server.metric_sum("layerserve_queue_duration_seconds_count",
+                                                  method="Normalize") >= 1, timeout=60), \
+            "the call never reached a worker"
+        client.send_signal(signal.SIGSTOP)
+        server.proc.send_signal(signal.SIGTERM)
+        assert wait_for(lambda: "draining" in server.output(), timeout=60)
+        # The answer cannot all leave while the client reads nothing: the server
+        # waits (up to its grace) instead of closing.
+        assert not wait_for(lambda: server.proc.poll() is not None, timeout=1.5), \
+            server.output()
+    finally:
+        client.send_signal(signal.SIGCONT)
+    resumed = time.monotonic()
+    assert client.wait(timeout=120) == 0, client.stderr.read()
+    assert server.proc.wait(timeout=60) == 0, server.output()
+    # The quiet period (kDrainQuietPeriod, 0.5 s) runs from when gRPC was done with
+    # the answer, after the client resumed reading it.
+    assert time.monotonic() - resumed >= 0.45, server.output()
+    mean = x.mean(-1, keepdims=True)
+    want = (x - mean) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    assert np.allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-4, atol=1e-4)
