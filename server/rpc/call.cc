@@ -42,8 +42,7 @@ Call::Call(Call&& other) noexcept
       response_(other.response_),
       start_(other.start_),
       model_(std::move(other.model_)),
-      pending_(other.pending_),
-      admitted_(other.admitted_) {
+      pending_(other.pending_) {
   other.pending_ = false;
 }
 

@@ -52,7 +52,6 @@ class Call {
   // The server is not draining and the call will be computed (CallTracker::
   // admitted()). Once, while pending().
   void Admit() {
-    admitted_ = true;
     reactor_->set_admitted();
     tracker_->Admitted();
   }
@@ -97,7 +96,6 @@ class Call {
   const absl::Time start_;
   std::string model_;
   bool pending_ = true;
-  bool admitted_ = false;
 };
 
 }  // namespace layerserve

@@ -19,6 +19,11 @@ CALLS = 12
 _DRAINING = re.compile(r"draining (\d+) accepted calls")
 
 
+def layer_norm(x):
+    """What `layerserve-cli normalize --kind layer` answers (no weight or bias)."""
+    return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_during_calls_finishes_accepted_calls_and_exits_zero(sig, tmp_path):
     server = ServerProcess("--compute-threads=1", "--shutdown-grace=60s")
@@ -64,8 +69,7 @@ def test_signal_during_calls_finishes_accepted_calls_and_exits_zero(sig, tmp_pat
     assert len(ok) + len(refused) == CALLS, results
     # Calls accepted before the signal all finish, with the right numbers.
     assert len(ok) >= accepted, (len(ok), accepted, server.output())
-    mean = x.mean(-1, keepdims=True)
-    want = (x - mean) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    want = layer_norm(x)
     for i in ok:
         assert np.allclose(np.load(tmp_path / f"y{i}.npy"), want, rtol=1e-4, atol=1e-4)
     assert "stopped" in server.output()
@@ -127,6 +131,4 @@ def test_drain_waits_for_a_slow_reader_to_take_its_answer(tmp_path):
     # The quiet period (kDrainQuietPeriod, 0.5 s) runs from when gRPC was done with
     # the answer, after the client resumed reading it.
     assert time.monotonic() - resumed >= 0.45, server.output()
-    mean = x.mean(-1, keepdims=True)
-    want = (x - mean) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
-    assert np.allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-4, atol=1e-4)
+    assert np.allclose(np.load(tmp_path / "y.npy"), layer_norm(x), rtol=1e-4, atol=1e-4)
