@@ -551,29 +551,50 @@ def report(r, threads, command, server_cmd, elapsed):
 
     def of_peak(t):
         return block_flops(t) / (r["compute"][t] / 1e3) / 1e9 / big["gflops"]
+
+    def ratio_at_ceiling(t):
+        """torch's time over the block's FLOPs at the ceiling's rate."""
+        return f"{r['torch_block'][t] / (block_flops(t) / (big['gflops'] * 1e6)):.2f}x"
     top = SESSIONS[-1]
+    # A step of `top` sessions at the ceiling: its weights read once at the measured
+    # bandwidth or its product at the 16-row rate, whichever takes longer.
+    step_ms = max(limit_ms, block_flops(top) / (decode_mm["gflops"] * 1e6)
+                  if decode_mm else 0.0)
+    decode_at_ceiling = top / step_ms * 1e3
+    na = "-"
     targets = [
-        ("BlockForward T=16 >= 1.5x torch", f"{ratio(16):.2f}x", ratio(16) >= 1.5),
-        ("BlockForward T=128 >= 1.1x torch", f"{ratio(128):.2f}x", ratio(128) >= 1.1),
-        ("BlockForward T=512 >= 1.5x torch", f"{ratio(512):.2f}x", ratio(512) >= 1.5),
+        ("BlockForward T=16 >= 1.5x torch", f"{ratio(16):.2f}x", ratio_at_ceiling(16),
+         ratio(16) >= 1.5),
+        ("BlockForward T=128 >= 1.1x torch", f"{ratio(128):.2f}x", ratio_at_ceiling(128),
+         ratio(128) >= 1.1),
+        ("BlockForward T=512 >= 1.5x torch", f"{ratio(512):.2f}x", ratio_at_ceiling(512),
+         ratio(512) >= 1.5),
         ("BlockForward T=1 within 1.2x of the weight-read limit",
          f"{r['block'][1]:.2f} ms = {r['block'][1] / limit_ms:.2f}x of {limit_ms:.2f} ms",
-         r["block"][1] <= 1.2 * limit_ms),
+         na, r["block"][1] <= 1.2 * limit_ms),
         *[(f"server compute at T={t} >= 0.8 of the bare matmul GFLOP/s",
-           f"{of_peak(t):.3f}", of_peak(t) >= 0.8) for t in TOKENS if t >= 128],
+           f"{of_peak(t):.3f}", na, of_peak(t) >= 0.8) for t in TOKENS if t >= 128],
         (f"decode {top} sessions >= 1000 tok/s", f"{r['decode'][top]:.0f} tok/s",
-         r["decode"][top] >= 1000),
+         f"{decode_at_ceiling:.0f} tok/s", r["decode"][top] >= 1000),
         (f"decode {top} sessions >= 2x torch",
          f"{r['decode'][top] / r['torch_decode'][top]:.2f}x",
+         f"{decode_at_ceiling / r['torch_decode'][top]:.2f}x",
          r["decode"][top] >= 2 * r["torch_decode"][top]),
         ("decode step p99 with the prefill stream <= 4x p50 without",
          f"{loaded[1]:.1f} ms = {loaded[1] / alone[0]:.1f}x of {alone[0]:.1f} ms",
-         loaded[1] <= 4 * alone[0]),
+         na, loaded[1] <= 4 * alone[0]),
     ]
     out += ["", "## Issue 21 targets", ""]
-    out += table(["target", "measured", "met"],
-                 [[name, value, "yes" if ok else "**no**"] for name, value, ok in targets])
-    met = sum(ok for _, _, ok in targets)
+    out += table(["target", "measured", "at the ceiling", "met"],
+                 [[name, value, best, "yes" if ok else "**no**"]
+                  for name, value, best, ok in targets])
+    out += ["", "At the ceiling: what the measure would be if layerserve's compute ran "
+            "at the ceiling above and the client, gRPC and the wire took no time; for "
+            f"decode, a {top}-session step taking the longer of the weight-read limit "
+            "and its product at the 16-row rate. A target beyond that value asks for "
+            "more than oneDNN's best rate on this machine, with nothing else taking "
+            "time."]
+    met = sum(ok for *_, ok in targets)
     out += ["", f"{met} of {len(targets)} targets met."]
     return "\n".join(out) + "\n"
 
