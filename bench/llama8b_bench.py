@@ -471,6 +471,11 @@ def report(r, threads, command, server_cmd, elapsed):
     decode_mm = r["peak"]["matmul"].get((16, 2 * FFN, "packed"))
     bandwidth = r["peak"]["bandwidth"]["gbps"]
     limit_ms = r["weight_bytes"] / (bandwidth * 1e9) * 1e3
+
+    def ms_at(flops, gflops):
+        return flops / (gflops * 1e6)
+    # The 16-session step's product at the 16-row rate (0 when not measured).
+    product16_ms = ms_at(block_flops(16), decode_mm["gflops"]) if decode_mm else 0.0
     out = ["# Llama-3-8B-shaped block: layerserve against PyTorch and the machine", "",
            f"Machine: {machine_line(threads)}.", "", load_line(r["load"]), "",
            f"Command: `{command}` ({elapsed:.0f} s)", "",
@@ -496,8 +501,7 @@ def report(r, threads, command, server_cmd, elapsed):
     if decode_mm:
         rows.append([f"16-session decode step at that 16-row rate "
                      f"({block_flops(16) / 1e9:.1f} GFLOP)",
-                     f"{block_flops(16) / (decode_mm['gflops'] * 1e9) * 1e3:.1f} ms = "
-                     f"{16 / (block_flops(16) / (decode_mm['gflops'] * 1e9)):.0f} tok/s"])
+                     f"{product16_ms:.1f} ms = {16 / product16_ms * 1e3:.0f} tok/s"])
     out += table(["what", "measured"], rows)
     out += ["", "Packed weights: in the layout oneDNN picks (as the server holds them); "
             "plain: [N, K] as the checkpoint stores them. The ceiling is the faster at "
@@ -554,13 +558,11 @@ def report(r, threads, command, server_cmd, elapsed):
 
     def ratio_at_ceiling(t):
         """torch's time over the block's FLOPs at the ceiling's rate."""
-        return f"{r['torch_block'][t] / (block_flops(t) / (big['gflops'] * 1e6)):.2f}x"
-    top = SESSIONS[-1]
-    # A step of `top` sessions at the ceiling: its weights read once at the measured
+        return f"{r['torch_block'][t] / ms_at(block_flops(t), big['gflops']):.2f}x"
+    top = SESSIONS[-1]  # 16, the sessions of the decode targets.
+    # A 16-session step at the ceiling: its weights read once at the measured
     # bandwidth or its product at the 16-row rate, whichever takes longer.
-    step_ms = max(limit_ms, block_flops(top) / (decode_mm["gflops"] * 1e6)
-                  if decode_mm else 0.0)
-    decode_at_ceiling = top / step_ms * 1e3
+    decode_at_ceiling = top / max(limit_ms, product16_ms) * 1e3
     na = "-"
     targets = [
         ("BlockForward T=16 >= 1.5x torch", f"{ratio(16):.2f}x", ratio_at_ceiling(16),
