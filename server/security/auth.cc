@@ -129,6 +129,9 @@ bool TokenAuthenticator::Accepts(absl::string_view token) const {
 absl::Status TokenAuthenticator::Check(
     absl::string_view path, const std::vector<absl::string_view>& authorization) const {
   if (absl::StartsWith(path, kExemptPrefix)) return absl::OkStatus();
+  for (absl::string_view exempt : kExemptPaths) {
+    if (path == exempt) return absl::OkStatus();
+  }
   if (authorization.empty()) {
     return absl::UnauthenticatedError(
         "missing credentials: this server requires \"authorization: Bearer <token>\" "

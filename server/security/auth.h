@@ -3,10 +3,12 @@
 // A call must carry `authorization: Bearer <token>` metadata naming one of the
 // accepted tokens, or it is answered UNAUTHENTICATED before any handler runs (its
 // message is never parsed, nothing is queued or counted by the service). Only the
-// standard health service (grpc.health.v1.Health) is exempt, so load balancers and
-// Kubernetes probes need no secret; everything else, server reflection included,
-// needs the token. The check runs in gRPC's auth filter (see AuthProcessor()), on
-// plaintext and TLS listeners alike; tls.h attaches it.
+// health checks are exempt, so load balancers and Kubernetes probes need no secret:
+// the standard health service (grpc.health.v1.Health) and the Open Inference
+// Protocol's liveness and readiness RPCs (ServerLive, ServerReady, ModelReady,
+// which KServe's probes call). Everything else, server reflection and the other
+// inference RPCs included, needs the token. The check runs in gRPC's auth filter (see
+// AuthProcessor()), on plaintext and TLS listeners alike; tls.h attaches it.
 //
 // Tokens are kept only as SHA-256 digests and compared in constant time, so neither
 // the time a check takes nor a memory dump tells a caller how close a guess was.
@@ -39,8 +41,12 @@ namespace layerserve {
 
 class TokenAuthenticator {
  public:
-  // The `:path` prefix of calls that need no token.
+  // The `:path` prefix of calls that need no token, and the paths of the others.
   static constexpr absl::string_view kExemptPrefix = "/grpc.health.v1.Health/";
+  static constexpr absl::string_view kExemptPaths[] = {
+      "/inference.GRPCInferenceService/ServerLive",
+      "/inference.GRPCInferenceService/ServerReady",
+      "/inference.GRPCInferenceService/ModelReady"};
 
   // How often, at most, a call looks whether the token file changed.
   static constexpr absl::Duration kRecheck = absl::Seconds(1);

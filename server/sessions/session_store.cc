@@ -3,6 +3,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/retry_delay.h"
@@ -16,7 +17,37 @@ constexpr size_t kRememberGone = 4096;
 
 std::string ReplicaOf(const std::string& id) { return id.substr(0, id.rfind('.')); }
 
+// Sequence sessions' ids: the prefix, then the client's sequence id. No id the store
+// makes starts so (they start with the replica's name, which has no ':').
+constexpr absl::string_view kSequencePrefix = "sequence:";
+
+bool IsSequence(absl::string_view id) { return absl::StartsWith(id, kSequencePrefix); }
+
+// The field that gave a session and the session, as a message's start:
+// `session_id: session "ID"` or `sequence_id: sequence "42"`.
+std::string Named(absl::string_view id) {
+  return absl::StrCat(IsSequence(id) ? "sequence_id: " : "session_id: ",
+                      DescribeSession(id));
+}
+
+// What a client does about a session that is gone.
+absl::string_view Restart(absl::string_view id) {
+  return IsSequence(id) ? "start it again (sequence_start) and prefill again"
+                        : "open a new session and prefill again";
+}
+
 }  // namespace
+
+std::string SequenceSessionId(absl::string_view sequence_id) {
+  return absl::StrCat(kSequencePrefix, sequence_id);
+}
+
+std::string DescribeSession(absl::string_view id) {
+  if (IsSequence(id)) {
+    return absl::StrCat("sequence \"", id.substr(kSequencePrefix.size()), "\"");
+  }
+  return absl::StrCat("session \"", id, "\"");
+}
 
 Session::Session(std::string session_id, std::shared_ptr<const Model> model_in,
                  int64_t start, int64_t count, int64_t max_tokens,
@@ -71,14 +102,44 @@ absl::StatusOr<std::string> SessionStore::Open(std::shared_ptr<const Model> mode
         absl::StrCat("max_length: ", max_length, " is past model \"", model->name,
                      "\"'s max_position_embeddings ", model_max));
   }
-  if (max_length == 0) max_length = model_max > 0 ? model_max : int64_t{1} << 24;
   absl::MutexLock lock(&mu_);
   ExpireLocked(now_());
   // Unguessable within a replica: the serial makes it unique, the random part keeps
   // one client from naming another's session.
   static thread_local std::mt19937_64 random(std::random_device{}());
-  const std::string id =
-      absl::StrFormat("%s.%x%016x", options_.replica, next_serial_++, random());
+  return OpenLocked(
+      absl::StrFormat("%s.%x%016x", options_.replica, next_serial_++, random()),
+      std::move(model), layer_start, num_layers, max_length);
+}
+
+absl::StatusOr<std::string> SessionStore::OpenSequence(absl::string_view sequence_id,
+                                                       std::shared_ptr<const Model> model,
+                                                       int64_t layer_start,
+                                                       int64_t num_layers) {
+  std::string id = SequenceSessionId(sequence_id);
+  absl::MutexLock lock(&mu_);
+  ExpireLocked(now_());
+  auto it = sessions_.find(id);
+  if (it != sessions_.end()) {
+    if (it->second.busy) {
+      return absl::AbortedError(
+          absl::StrCat(Named(id),
+                       " is in use by another request; it cannot start again until that "
+                       "request ends"));
+    }
+    ForgetLocked(id, "started again (sequence_start)");
+  }
+  return OpenLocked(std::move(id), std::move(model), layer_start, num_layers,
+                    /*max_length=*/0);
+}
+
+absl::StatusOr<std::string> SessionStore::OpenLocked(std::string id,
+                                                     std::shared_ptr<const Model> model,
+                                                     int64_t layer_start,
+                                                     int64_t num_layers,
+                                                     int64_t max_length) {
+  const int64_t model_max = model->config.max_position_embeddings;
+  if (max_length == 0) max_length = model_max > 0 ? model_max : int64_t{1} << 24;
   Entry& entry = sessions_[id];
   entry.session = std::make_shared<Session>(id, std::move(model), layer_start, num_layers,
                                             max_length, options_.cache_type);
@@ -92,9 +153,9 @@ absl::Status SessionStore::Close(const std::string& id) {
   ExpireLocked(now_());
   auto it = sessions_.find(id);
   if (it == sessions_.end()) {
-    return absl::NotFoundError(absl::StrCat("session_id: no session \"", id,
-                                            "\" on this replica (already closed, expired "
-                                            "or evicted)"));
+    return absl::NotFoundError(absl::StrCat(
+        IsSequence(id) ? "sequence_id: no " : "session_id: no ", DescribeSession(id),
+        " on this replica (already closed, expired or evicted)"));
   }
   ForgetLocked(id, "closed");
   return absl::OkStatus();
@@ -107,7 +168,15 @@ absl::StatusOr<SessionLease> SessionStore::Acquire(const std::string& id,
   ExpireLocked(now);
   auto it = sessions_.find(id);
   if (it == sessions_.end()) {
-    if (ReplicaOf(id) != options_.replica) {
+    if (IsSequence(id) && gone_.find(id) == gone_.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          Named(id),
+          " is unknown on this replica: never started (sequence_start), or started "
+          "on another one (route a sequence's requests to one replica: load-balancer "
+          "affinity on the x-layerserve-sequence header); ",
+          Restart(id)));
+    }
+    if (!IsSequence(id) && ReplicaOf(id) != options_.replica) {
       return absl::NotFoundError(absl::StrCat(
           "session_id: session \"", id, "\" was not opened on this replica (\"",
           options_.replica,
@@ -117,30 +186,28 @@ absl::StatusOr<SessionLease> SessionStore::Acquire(const std::string& id,
     }
     auto gone = gone_.find(id);
     return absl::NotFoundError(absl::StrCat(
-        "session_id: session \"", id, "\" ",
-        gone == gone_.end() ? "is unknown" : absl::StrCat("was ", gone->second),
-        "; open a new session and prefill again"));
+        Named(id), " ",
+        gone == gone_.end() ? "is unknown" : absl::StrCat("was ", gone->second), "; ",
+        Restart(id)));
   }
   Entry& entry = it->second;
   Session& session = *entry.session;
   if (entry.busy) {
-    return absl::AbortedError(
-        absl::StrCat("session_id: session \"", id,
-                     "\" is in use by another call; send a session's "
-                     "calls one after another"));
+    return absl::AbortedError(absl::StrCat(
+        Named(id), " is in use by another call; send its calls one after another"));
   }
   const int64_t length = session.cache.length();
   if (length + tokens > session.max_length) {
-    return absl::OutOfRangeError(
-        absl::StrCat("hidden_states: session \"", id, "\" holds ", length, " tokens; ",
-                     tokens, " more would pass its max_length ", session.max_length));
+    return absl::OutOfRangeError(absl::StrCat(
+        "hidden_states: ", DescribeSession(id), " holds ", length, " tokens; ", tokens,
+        " more would pass its max_length ", session.max_length));
   }
   const int64_t need = session.cache.BytesToGrow(tokens);
   entry.busy = true;  // Not evictable while making room.
   if (!MakeRoomLocked(need)) {
     entry.busy = false;
     absl::Status full = absl::ResourceExhaustedError(absl::StrCat(
-        "KV cache full: session \"", id, "\" needs ", need, " more bytes and only ",
+        "KV cache full: ", DescribeSession(id), " needs ", need, " more bytes and only ",
         options_.max_bytes - bytes_, " of --max-kv-cache-bytes=", options_.max_bytes,
         " can be freed; close idle sessions or retry later"));
     // Bigger than the whole cache: no wait makes it fit, so no retry delay.

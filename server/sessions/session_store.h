@@ -19,6 +19,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kernels/kv_cache.h"
@@ -50,6 +51,16 @@ struct Session {
 };
 
 class SessionStore;
+
+// The id of the session that serves the Open Inference Protocol's sequence
+// `sequence_id`: the client names a sequence, where OpenSession's ids are the
+// store's own. Messages about such a session name the sequence as the client does
+// (`sequence_id: sequence "42" ...`).
+std::string SequenceSessionId(absl::string_view sequence_id);
+
+// A session as messages name it to the client: `session "ID"`, or, for a
+// sequence's session, `sequence "42"`.
+std::string DescribeSession(absl::string_view id);
 
 // One call's hold on a session. Move-only; Release() (or destruction) ends it.
 class SessionLease {
@@ -86,6 +97,12 @@ class SessionStore {
   absl::StatusOr<std::string> Open(std::shared_ptr<const Model> model,
                                    int64_t layer_start, int64_t num_layers,
                                    int64_t max_length);
+  // Opens the session of a sequence (SequenceSessionId), max_length the model's. A
+  // sequence started again replaces its session (its cache is dropped), unless a
+  // call holds it: ABORTED. Otherwise as Open.
+  absl::StatusOr<std::string> OpenSequence(absl::string_view sequence_id,
+                                           std::shared_ptr<const Model> model,
+                                           int64_t layer_start, int64_t num_layers);
   // NOT_FOUND when unknown (or already gone). A call holding the session finishes;
   // its memory is freed when it ends.
   absl::Status Close(const std::string& id);
@@ -115,6 +132,11 @@ class SessionStore {
     absl::Time last_used;
     int64_t bytes = 0;
   };
+  absl::StatusOr<std::string> OpenLocked(std::string id,
+                                         std::shared_ptr<const Model> model,
+                                         int64_t layer_start, int64_t num_layers,
+                                         int64_t max_length)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Release(const Session& session, int64_t reserved, bool computed);
   // Forgets `session` (unless already gone): its cache cannot be trusted.
   void Discard(const Session& session);

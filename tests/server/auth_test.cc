@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -90,15 +91,24 @@ TEST(TokenAuthenticatorTest, AcceptsOnlyExactlyOneBearerValueWithAnAcceptedToken
   }
 }
 
-TEST(TokenAuthenticatorTest, OnlyTheHealthServiceIsExempt) {
+TEST(TokenAuthenticatorTest, OnlyTheHealthChecksAreExempt) {
   auto auth = Tokens("s3cret");
   ASSERT_NE(auth, nullptr);
   EXPECT_TRUE(auth->Check("/grpc.health.v1.Health/Check", {}).ok());
   EXPECT_TRUE(auth->Check("/grpc.health.v1.Health/Watch", {"Bearer wrong"}).ok());
+  for (absl::string_view rpc : {"ServerLive", "ServerReady", "ModelReady"}) {
+    EXPECT_TRUE(
+        auth->Check(absl::StrCat("/inference.GRPCInferenceService/", rpc), {}).ok())
+        << rpc;
+  }
   for (absl::string_view path :
        {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
         "/layerserve.v1.LayerService/ListModels", "/grpc.health.v1.HealthX/Check",
-        "/grpc.health.v2.Health/Check", "grpc.health.v1.Health/Check", ""}) {
+        "/grpc.health.v2.Health/Check", "grpc.health.v1.Health/Check",
+        "/inference.GRPCInferenceService/ModelInfer",
+        "/inference.GRPCInferenceService/ModelMetadata",
+        "/inference.GRPCInferenceService/ServerLiveX",
+        "/inference.GRPCInferenceService/ServerLive/", ""}) {
     EXPECT_THAT(auth->Check(path, {}),
                 StatusIs(absl::StatusCode::kUnauthenticated, ::testing::_))
         << path;
