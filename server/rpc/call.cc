@@ -17,8 +17,15 @@ const grpc::Status& DrainingStatus() {
 Call::Call(grpc::CallbackServerContext* context, const char* method, Metrics* metrics,
            CallTracker* tracker, const google::protobuf::Message* request,
            const google::protobuf::Message* response)
+    : Call(context, method, metrics, tracker, request, response,
+           new TrackedReactor(tracker)) {}
+
+Call::Call(grpc::CallbackServerContext* context, const char* method, Metrics* metrics,
+           CallTracker* tracker, const google::protobuf::Message* request,
+           const google::protobuf::Message* response, CallAnswer* answer)
     : context_(context),
-      reactor_(new TrackedReactor(tracker)),
+      reactor_(dynamic_cast<TrackedReactor*>(answer)),
+      answer_(answer),
       method_(method),
       metrics_(metrics),
       tracker_(tracker),
@@ -36,12 +43,14 @@ Call::Call(grpc::CallbackServerContext* context, const char* method, Metrics* me
 Call::Call(Call&& other) noexcept
     : context_(other.context_),
       reactor_(other.reactor_),
+      answer_(other.answer_),
       method_(other.method_),
       metrics_(other.metrics_),
       tracker_(other.tracker_),
       response_(other.response_),
       start_(other.start_),
       model_(std::move(other.model_)),
+      translation_(std::move(other.translation_)),
       pending_(other.pending_) {
   other.pending_ = false;
 }
@@ -75,16 +84,26 @@ grpc::Status Call::CheckStillWanted(bool between_parts) const {
 void Call::Finish(const grpc::Status& status) {
   if (!pending_) return;
   pending_ = false;
+  grpc::Status sent = status;
+  if (translation_ != nullptr) {
+    try {
+      sent = translation_->Translate(status);
+    } catch (...) {
+      sent = StatusOfCurrentException(method_);
+    }
+  }
   // A failure to count (an allocation of a first series) must not keep the answer
   // from the client.
   try {
     const int64_t response_bytes =
-        status.ok() && response_ != nullptr ? response_->ByteSizeLong() : 0;
-    metrics_->RequestFinished(method_, model_, status.error_code(), absl::Now() - start_,
+        sent.ok() && response_ != nullptr ? response_->ByteSizeLong() : 0;
+    metrics_->RequestFinished(method_, model_, sent.error_code(), absl::Now() - start_,
                               response_bytes);
   } catch (...) {
   }
-  reactor_->Finish(status);  // The tracker counts it finished at OnDone.
+  // A unary call's tracker counts it finished at OnDone; a stream's answer counts
+  // it at once.
+  answer_->Send(sent);
 }
 
 void Call::FinishWithCurrentException() {

@@ -151,7 +151,7 @@ class OperationTask final : public ServedTask {
       // Once per call, as it is taken for its first part: how long it waited
       // before computing began (tests and dashboards read the count as "a worker
       // took it"). The waits of a job in parts between them are not in it.
-      if (t->parts_ == 0) metrics.Queued(Op::kMethod, start - t->enqueued());
+      if (t->parts_ == 0) metrics.Queued(t->call_.method(), start - t->enqueued());
       if (t->StillWanted()) live.push_back(t);
     }
     metrics.BatchTaken(Op::kMethod, static_cast<int64_t>(batch.size()), rows);
@@ -243,8 +243,10 @@ class OperationTask final : public ServedTask {
   // Records the call's metrics (once: a job in parts gets here after its last)
   // and answers it.
   void Done(const OutputHealth& health, Metrics& metrics) {
+    // The request's own series by the RPC that asked (ModelInfer for the Open
+    // Inference Protocol); the values' by the operation that computed them.
+    metrics.Computed(call_.method(), computed_);
     const char* method = Op::kMethod;
-    metrics.Computed(method, computed_);
     metrics.InputValues(method, Op::InputStats(job_, health));
     metrics.OutputValues(method, health.stats);
     metrics.Saturated(Op::OutputType(job_), health.saturated);
@@ -297,30 +299,39 @@ class OperationTask final : public ServedTask {
   absl::Duration computed_;
 };
 
-// The shape of every compute RPC: refuse while draining, validate, check the
-// element limit, run here or queue under the job's batch key. Returns the reactor
-// gRPC waits on; the call may be answered before or after.
+// Answers UNAVAILABLE, and returns false, while the server drains; else admits the
+// call (Call::Admit) and returns true.
+inline bool AdmitCall(const DispatchContext& service, Call& call) {
+  if (service.draining->load()) {
+    call.Finish(DrainingStatus());
+    return false;
+  }
+  call.Admit();
+  return true;
+}
+
+// The path of a compute request after its call was admitted: validate, check the
+// element limit, run here or queue under the job's batch key. The call may be
+// answered before or after this returns. `request` and `response` must live until
+// it is answered (the job may view the request's bytes). `may_run_inline`: false
+// on a thread that must not compute (a worker dispatching a stream's next request).
 template <typename Op>
-grpc::ServerUnaryReactor* Dispatch(const DispatchContext& service,
-                                   grpc::CallbackServerContext* context,
-                                   const typename Op::Request& request,
-                                   typename Op::Response* response) {
-  Call call(context, Op::kMethod, service.metrics, service.calls, &request, response);
-  grpc::ServerUnaryReactor* const reactor = call.reactor();
+void DispatchAdmitted(const DispatchContext& service, Call call,
+                      const typename Op::Request& request,
+                      typename Op::Response* response, bool may_run_inline = true) {
   // Holds the call once made.
   std::unique_ptr<BatchTask> task;
   try {
-    if (service.draining->load()) {
-      call.Finish(DrainingStatus());
-      return reactor;
-    }
-    call.Admit();
     absl::StatusOr<typename Op::Job> job = Op::Parse(request, service.parse);
     if (!job.ok()) {
       call.Finish(ToGrpcStatus(job.status()));
-      return reactor;
+      return;
     }
-    call.set_model(std::string(Op::ModelLabel(*job)));
+    // An operation that names no model keeps the label the caller gave (the Open
+    // Inference Protocol's built-in model names).
+    if (const absl::string_view model = Op::ModelLabel(*job); !model.empty()) {
+      call.set_model(std::string(model));
+    }
     const int64_t elements = Op::Elements(*job);
     if (elements > service.max_request_elements) {
       Op::End(*job, JobOutcome::kNotComputed);
@@ -331,17 +342,18 @@ grpc::ServerUnaryReactor* Dispatch(const DispatchContext& service,
                        "of ",
                        service.max_request_elements,
                        " (--max-request-elements); split it into smaller requests")));
-      return reactor;
+      return;
     }
     const std::string key = Op::BatchKey(*job);
     // Small requests run here when a worker is idle: the hand-off would cost more
     // than their kernel, and, run as their own kernel call, they gain nothing from
     // waiting for company. Ops whose requests share a call say so (MayRunInline).
-    const bool may_run_inline = Op::MayRunInline(*job) && elements <= kMaxInlineElements;
+    may_run_inline =
+        may_run_inline && Op::MayRunInline(*job) && elements <= kMaxInlineElements;
     task = std::make_unique<OperationTask<Op>>(std::move(call), std::move(*job), response,
                                                key, service.batcher,
                                                service.max_response_bytes);
-    if (may_run_inline && service.batcher->TryRunInline(task)) return reactor;
+    if (may_run_inline && service.batcher->TryRunInline(task)) return;
     const absl::Status queued = service.batcher->Schedule(key, task);
     if (!queued.ok()) {
       // Still ours: the batcher took nothing.
@@ -357,6 +369,25 @@ grpc::ServerUnaryReactor* Dispatch(const DispatchContext& service,
       call.FinishWithCurrentException();
     }
   }
+}
+
+// The shape of every compute RPC of layerserve.v1: refuse while draining, then
+// DispatchAdmitted. Returns the reactor gRPC waits on; the call may be answered
+// before or after.
+template <typename Op>
+grpc::ServerUnaryReactor* Dispatch(const DispatchContext& service,
+                                   grpc::CallbackServerContext* context,
+                                   const typename Op::Request& request,
+                                   typename Op::Response* response) {
+  Call call(context, Op::kMethod, service.metrics, service.calls, &request, response);
+  grpc::ServerUnaryReactor* const reactor = call.reactor();
+  try {
+    if (!AdmitCall(service, call)) return reactor;
+  } catch (...) {
+    call.FinishWithCurrentException();
+    return reactor;
+  }
+  DispatchAdmitted<Op>(service, std::move(call), request, response);
   return reactor;
 }
 
