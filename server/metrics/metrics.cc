@@ -292,6 +292,13 @@ Metrics::Metrics()
   }
 }
 
+void Metrics::MethodKnown(absl::string_view method) {
+  for (grpc::StatusCode code : kAnsweredCodes) {
+    requests_total_.Add(
+        {{"method", std::string(method)}, {"code", StatusCodeName(code)}});
+  }
+}
+
 Metrics::MethodSeries& Metrics::Series(absl::string_view method,
                                        absl::string_view model) {
   // Neither a method nor a model (a directory's name) holds a '/'.

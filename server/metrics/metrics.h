@@ -37,6 +37,11 @@ class Metrics {
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
+  // Makes requests_total of `method` (an RPC of another service on the same server,
+  // the Open Inference Protocol's) exist at 0 for every code handlers answer, as
+  // the LayerService methods' do from construction.
+  void MethodKnown(absl::string_view method);
+
   // An RPC was accepted by a handler (counts toward inflight_requests).
   void RequestStarted(absl::string_view method, int64_t request_bytes);
   // The RPC accepted by RequestStarted() was finished with `code` after `elapsed`.

@@ -74,16 +74,17 @@ absl::Status LeaseSession(const v1::BlockForwardRequest& request, SessionStore* 
   ASSIGN_OR_RETURN(job.session, sessions->Acquire(request.session_id(), tokens));
   const Session& session = *job.session.get();
   if (!request.model().empty() && request.model() != session.model->name) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model: \"", request.model(), "\" differs from session \"",
-                     session.id, "\"'s model \"", session.model->name, "\""));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: \"", request.model(), "\" differs from ", DescribeSession(session.id),
+        "'s model \"", session.model->name, "\""));
   }
   if ((request.layer_start() != 0 && request.layer_start() != session.layer_start) ||
       (request.num_layers() != 0 && request.num_layers() != session.num_layers)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "layer_start, num_layers: ", request.layer_start(), ", ", request.num_layers(),
-        " differ from session \"", session.id, "\"'s layers ", session.layer_start, "..",
-        session.layer_start + session.num_layers - 1, " (leave them 0 or repeat them)"));
+        " differ from ", DescribeSession(session.id), "'s layers ", session.layer_start,
+        "..", session.layer_start + session.num_layers - 1,
+        " (leave them 0 or repeat them)"));
   }
   job.model = session.model;
   job.layer_start = session.layer_start;

@@ -44,6 +44,7 @@
 #include "server/models/model_repository.h"
 #include "server/rpc/allocator.h"
 #include "server/rpc/health_service.h"
+#include "server/rpc/inference_service.h"
 #include "server/rpc/reloader.h"
 #include "server/rpc/service.h"
 #include "server/security/auth.h"
@@ -434,10 +435,14 @@ int Run() {
   options.sessions.ttl = absl::GetFlag(FLAGS_session_ttl);
   options.sessions.replica = ReplicaName();
   LayerServiceImpl service(options, &metrics, models.get());
+  // The Open Inference Protocol on the same port, through the same dispatch.
+  InferenceServiceImpl inference(&service, models.get());
 
   // Per model too: "layerserve.v1.LayerService/NAME", never SERVING for a model
   // that failed to load, so a probe or a client can ask about the model it needs.
-  std::vector<std::string> health_services = {v1::LayerService::service_full_name()};
+  std::vector<std::string> health_services = {
+      v1::LayerService::service_full_name(),
+      inference::GRPCInferenceService::service_full_name()};
   std::set<std::string> failed_models;
   for (const auto& model : models->models()) {
     health_services.push_back(ModelHealthService(model->name));
@@ -466,6 +471,7 @@ int Run() {
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
       Milliseconds(absl::GetFlag(FLAGS_keepalive_min_client_interval)));
   builder.RegisterService(&service);
+  builder.RegisterService(&inference);
   builder.RegisterService(&health);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
@@ -533,6 +539,7 @@ int Run() {
   // streams (ended first) and cancel whatever runs at its deadline.
   health.SetServing(false);
   service.StartDraining();
+  inference.StartDraining();
   // No reload during the drain; one loading a model finishes loading first.
   if (reloader != nullptr) reloader->Stop();
   const absl::Time deadline = absl::Now() + grace;
@@ -559,7 +566,8 @@ int Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Serves Transformer layer computations over gRPC (layerserve.v1.LayerService).");
+      "Serves Transformer layer computations over gRPC (layerserve.v1.LayerService, and "
+      "the Open Inference Protocol's inference.GRPCInferenceService on the same port).");
   absl::SetFlagsUsageConfig(layerserve::UsageConfig());
   // Flags are documented as --metrics-port; absl names them --metrics_port (a C++
   // identifier). Accept both spellings by rewriting dashes in flag names.

@@ -61,6 +61,11 @@ class LayerServiceImpl final : public v1::LayerService::CallbackService {
   void SweepSessions() { sessions_.Sweep(); }
   // Every RPC the service has accepted, refusals included.
   const CallTracker& calls() const { return calls_; }
+  // What its compute RPCs are dispatched with; the Open Inference Protocol's
+  // service (inference_service.h) dispatches through the same.
+  const DispatchContext& dispatch() const { return dispatch_; }
+  SessionStore& sessions() { return sessions_; }
+  const ServiceOptions& options() const { return options_; }
 
   grpc::ServerUnaryReactor* Normalize(grpc::CallbackServerContext* context,
                                       const v1::NormalizeRequest* request,

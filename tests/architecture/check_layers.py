@@ -12,8 +12,8 @@ import re
 import sys
 
 # Folder -> the folders its files may include from (besides itself). Generated
-# protobuf headers ("layerserve/v1/...", "grpc/health/...") are allowed where
-# PROTO is listed. Order: lowest layer first.
+# protobuf headers ("layerserve/v1/...", "grpc/health/...", "inference/...") are
+# allowed where PROTO is listed. Order: lowest layer first.
 PROTO = "proto"
 LAYERS = {
     "common": set(),
@@ -27,10 +27,13 @@ LAYERS = {
     # metrics: an operation records the series only it has (server/ops/operation.h).
     "server/ops": {"common", "kernels", "server/metrics", "server/models",
                    "server/sessions", PROTO},
+    # The Open Inference Protocol's mapping onto v1 operations: no gRPC.
+    "server/oip": {"common", "kernels", "server/metrics", "server/models",
+                   "server/sessions", "server/ops", PROTO},
     "server/batching": {"common", "kernels"},
     "server/security": {"common"},
     "server/rpc": {"common", "kernels", "server/metrics", "server/models",
-                   "server/sessions", "server/ops", "server/batching",
+                   "server/sessions", "server/ops", "server/oip", "server/batching",
                    "server/security", PROTO},
     "client/cpp": {"common", PROTO},
     "tools/cli": {"common", "client/cpp", PROTO},
@@ -51,7 +54,7 @@ def layer_of(path):
 
 
 def included_layer(header):
-    if header.startswith(("layerserve/v1/", "grpc/health/")):
+    if header.startswith(("layerserve/v1/", "grpc/health/", "inference/")):
         return PROTO
     if not header.startswith(PROJECT_ROOTS):
         return None  # A third-party header.

@@ -154,10 +154,14 @@ def test_counts_every_call_by_method_and_code(scraped):
     # used: the error-ratio alert and panel select these.
     assert {"UNAVAILABLE", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "CANCELLED",
             "NOT_FOUND", "OUT_OF_RANGE"} <= set(by_code), by_code
-    # So has every method's, called or not.
+    # So has every method's, called or not: LayerService's and the Open Inference
+    # Protocol's that the server serves.
     methods = {r["metric"]["method"] for r in prometheus.query(
         'layerserve_requests_total{code="OK"}')}
-    assert methods == set(pb.DESCRIPTOR.services_by_name["LayerService"].methods_by_name)
+    served_oip = {"ServerLive", "ServerReady", "ModelReady", "ServerMetadata",
+                  "ModelMetadata", "ModelConfig", "ModelInfer", "ModelStreamInfer"}
+    assert methods == set(
+        pb.DESCRIPTOR.services_by_name["LayerService"].methods_by_name) | served_oip
     assert {r["metric"]["job"] for r in result} == {"layerserve"}
     assert {r["metric"]["deployment"] for r in result} == {"ci"}  # from the file SD labels
     up = prometheus.query('up{job="layerserve"}')
