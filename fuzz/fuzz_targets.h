@@ -38,6 +38,12 @@ Outcome FuzzTensorCodec(const uint8_t* data, size_t size);
 // operations, checked against a model of the queues (nothing lost or duplicated,
 // order kept within a key, sizes and closing rules as documented).
 Outcome FuzzBatchQueues(const uint8_t* data, size_t size);
+// A serialized inference.ModelInferRequest through each v1 operation's
+// OperationMapping (CheckRequestedOutputs, FillRequest) and ParseSequenceControl,
+// then the operation's v1 Parse (BlockForward: the demo model): every input lands
+// in the v1 request as it came, every INVALID_ARGUMENT starts with the name it is
+// about. Accepted: some operation's Parse succeeded.
+Outcome FuzzModelInfer(const uint8_t* data, size_t size);
 
 }  // namespace layerserve::fuzz
 

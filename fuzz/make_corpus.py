@@ -15,6 +15,7 @@ import struct
 
 import numpy as np
 
+from inference import grpc_service_pb2 as oip
 from layerserve.v1 import layerserve_pb2 as pb
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
@@ -36,7 +37,8 @@ def tensor(shape, dtype=pb.FLOAT32, values=None):
 
 def write(target, name, data):
     if not isinstance(data, (bytes, bytearray)):
-        data = data.SerializeToString()
+        # Deterministic: map entries (ModelInferRequest.parameters) in key order.
+        data = data.SerializeToString(deterministic=True)
     with open(os.path.join(ROOT, target, name), "wb") as f:
         f.write(data)
 
@@ -180,12 +182,113 @@ def batch_queues():
     write(t, "oversized_task", bytes([0, 63, 9, 1, 19, 2, 19, 4, 7, 6, 7]))
 
 
+def model_infer():
+    # Its own generator, so that adding it left the other targets' bytes as they were.
+    t = "model_infer"
+    gen = np.random.default_rng(11)
+    R = oip.ModelInferRequest
+
+    def raw(shape, datatype):
+        values = gen.standard_normal(shape).astype("f4")
+        if datatype == "BF16":
+            return (values.view("<u4") >> 16).astype("<u2").tobytes()
+        return values.astype({"FP32": "<f4", "FP16": "<f2"}[datatype]).tobytes()
+
+    def tensor_input(name, shape, datatype="FP32", fp32=None, int64=None):
+        contents = None
+        if fp32 is not None:
+            contents = oip.InferTensorContents(fp32_contents=fp32)
+        if int64 is not None:
+            contents = oip.InferTensorContents(int64_contents=int64)
+        return R.InferInputTensor(name=name, datatype=datatype, shape=shape,
+                                  contents=contents)
+
+    def param(value):
+        if isinstance(value, bool):
+            return oip.InferParameter(bool_param=value)
+        if isinstance(value, int):
+            return oip.InferParameter(int64_param=value)
+        if isinstance(value, float):
+            return oip.InferParameter(double_param=value)
+        return oip.InferParameter(string_param=value)
+
+    def request(model, inputs=(), raws=(), params=None, outputs=()):
+        return R(model_name=model, inputs=inputs, raw_input_contents=raws,
+                 parameters={k: param(v) for k, v in (params or {}).items()},
+                 outputs=[R.InferRequestedOutputTensor(name=n) for n in outputs])
+
+    def typed(n):
+        return [float(v) for v in gen.standard_normal(n).astype("f4")]
+
+    write(t, "demo_raw_fp32", request(
+        "demo", [tensor_input("hidden_states", [1, 512])], [raw([1, 512], "FP32")],
+        {"layer_start": 1, "num_layers": 2, "want_attention_stats": True},
+        ["hidden_states"]))
+    write(t, "demo_bf16_positions_int64", request(
+        "demo", [tensor_input("hidden_states", [2, 512], "BF16"),
+                 tensor_input("positions", [2], "INT64")],
+        [raw([2, 512], "BF16"), struct.pack("<2q", 7, 8)],
+        {"output_dtype": "FP16", "causal": "false"}))
+    write(t, "sequence_start", R(
+        model_name="demo", inputs=[tensor_input("hidden_states", [1, 512], "BF16")],
+        raw_input_contents=[raw([1, 512], "BF16")],
+        parameters={"sequence_id": oip.InferParameter(uint64_param=42),
+                    "sequence_start": oip.InferParameter(bool_param=True)}))
+    write(t, "normalize_typed_kind_epsilon", request(
+        "normalize", [tensor_input("input", [2, 4], fp32=typed(8)),
+                      tensor_input("weight", [4], fp32=typed(4))],
+        params={"kind": "RMS_NORM", "epsilon": 1e-5, "weight_offset": 1,
+                "output_dtype": "BF16"}, outputs=["output"]))
+    write(t, "activate_swiglu_typed", request(
+        "activate", [tensor_input("input", [2, 3], fp32=typed(6)),
+                     tensor_input("gate", [2, 3], fp32=typed(6))],
+        params={"activation": 8}))
+    write(t, "rope_scaling_llama3", request(
+        "positional_encode",
+        [tensor_input("rope.query", [1, 2, 3, 8]),
+         tensor_input("rope.key", [1, 1, 3, 8], "BF16"),
+         tensor_input("rope.positions", [3], "INT64")],
+        [raw([1, 2, 3, 8], "FP32"), raw([1, 1, 3, 8], "BF16"), struct.pack("<3q", 0, 2, 4)],
+        {"rope.theta": "500000", "rope.scaling.type": "LLAMA3", "rope.scaling.factor": 8,
+         "rope.scaling.original_max_position_embeddings": 8.0}, ["output", "key"]))
+    write(t, "sinusoidal_list_params", request(
+        "positional_encode", params={"sinusoidal.num_positions": 3, "sinusoidal.dim": "8",
+                                     "sinusoidal.positions": "[4, 5, 6]",
+                                     "sinusoidal.layout": 2}))
+    write(t, "t5_bias_typed_table", request(
+        "positional_encode", [tensor_input("t5_bias.table", [4, 2], fp32=typed(8))],
+        params={"t5_bias.num_buckets": 4, "t5_bias.max_distance": 8,
+                "t5_bias.query_length": 2, "t5_bias.key_length": 3}))
+    # Wrong in one way each.
+    write(t, "raw_count_mismatch", request(
+        "normalize", [tensor_input("input", [1, 4]), tensor_input("weight", [4])],
+        [raw([1, 4], "FP32")], {"kind": "LAYER_NORM"}))
+    write(t, "raw_bytes_short", request(
+        "normalize", [tensor_input("input", [2, 4])], [raw([7], "FP32")],
+        {"kind": "LAYER_NORM"}))
+    write(t, "typed_bf16", request(
+        "activate", [tensor_input("input", [2], "BF16", fp32=typed(2))],
+        params={"activation": "RELU"}))
+    write(t, "oneof_conflict", request(
+        "positional_encode", [tensor_input("rope.query", [1, 1, 1, 2], fp32=typed(2))],
+        params={"alibi.num_heads": 2}))
+    write(t, "epsilon_bool_unknown_output", request(
+        "normalize", [tensor_input("input", [1, 4], fp32=typed(4))],
+        params={"kind": "RMS_NORM", "epsilon": True}, outputs=["nope"]))
+    write(t, "unknown_parameter", request(
+        "normalize", [tensor_input("input", [1, 2], fp32=[1.0, 2.0])],
+        params={"kind": "LAYER_NORM", "temperature": 0.5}))
+    write(t, "sequence_end_without_id", R(
+        model_name="demo", parameters={"sequence_end": oip.InferParameter(bool_param=True),
+                                       "sequence_id": oip.InferParameter(string_param="")}))
+
+
 def main():
     for target, make in [("normalize", normalize), ("activate", activate),
                          ("positional_encode", positional_encode),
                          ("block_forward", block_forward), ("safetensors", safetensors),
                          ("model_config", model_config), ("tensor_codec", tensor_codec),
-                         ("batch_queues", batch_queues)]:
+                         ("batch_queues", batch_queues), ("model_infer", model_infer)]:
         folder = os.path.join(ROOT, target)
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder)

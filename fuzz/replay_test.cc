@@ -40,6 +40,7 @@ const Target kTargets[] = {
     {"model_config", FuzzModelConfig, true},
     {"tensor_codec", FuzzTensorCodec, true},
     {"batch_queues", FuzzBatchQueues, false},
+    {"model_infer", FuzzModelInfer, true},
 };
 
 std::vector<fs::path> FilesIn(const fs::path& dir) {
