@@ -1,5 +1,6 @@
 #include "server/rpc/inference_service.h"
 
+#include <algorithm>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -124,15 +125,19 @@ absl::StatusOr<InferenceServiceImpl::Target> InferenceServiceImpl::Resolve(
   if (name.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(name_field, ": required"));
   }
+  // The built-in models, by the snake_case names of their v1 methods.
+  static const auto* const kBuiltins = new std::vector<std::pair<std::string, Operation>>{
+      {SnakeCase(NormalizeOp::kMethod), Operation::kNormalize},
+      {SnakeCase(ActivateOp::kMethod), Operation::kActivate},
+      {SnakeCase(PositionalEncodeOp::kMethod), Operation::kPositionalEncode}};
   Target target;
   target.name = name;
   target.version = "1";
-  if (name == SnakeCase(NormalizeOp::kMethod)) {
-    target.operation = Operation::kNormalize;
-  } else if (name == SnakeCase(ActivateOp::kMethod)) {
-    target.operation = Operation::kActivate;
-  } else if (name == SnakeCase(PositionalEncodeOp::kMethod)) {
-    target.operation = Operation::kPositionalEncode;
+  const auto builtin =
+      std::find_if(kBuiltins->begin(), kBuiltins->end(),
+                   [&name](const auto& entry) { return entry.first == name; });
+  if (builtin != kBuiltins->end()) {
+    target.operation = builtin->second;
   } else {
     absl::StatusOr<std::shared_ptr<const Model>> model = models_->Find(name);
     if (!model.ok()) {
@@ -141,11 +146,14 @@ absl::StatusOr<InferenceServiceImpl::Target> InferenceServiceImpl::Resolve(
         for (const auto& m : models_->models()) {
           if (m->ready()) names.push_back(m->name);
         }
-        return absl::NotFoundError(absl::StrCat(
-            name_field, ": no model \"", name, "\"; this server serves ",
-            SnakeCase(NormalizeOp::kMethod), ", ", SnakeCase(ActivateOp::kMethod), ", ",
-            SnakeCase(PositionalEncodeOp::kMethod), " and its repository's ",
-            absl::StrJoin(names, ", ")));
+        std::vector<std::string> builtins;
+        for (const auto& [builtin_name, operation] : *kBuiltins) {
+          builtins.push_back(builtin_name);
+        }
+        return absl::NotFoundError(
+            absl::StrCat(name_field, ": no model \"", name, "\"; this server serves ",
+                         absl::StrJoin(builtins, ", "), " and its repository's ",
+                         absl::StrJoin(names, ", ")));
       }
       // A model that failed to load: its message, naming this protocol's field.
       absl::string_view message = model.status().message();
