@@ -118,6 +118,13 @@ InferenceServiceImpl::InferenceServiceImpl(LayerServiceImpl* service,
   for (const char* method : kServed) dispatch().metrics->MethodKnown(method);
 }
 
+InferenceServiceImpl::~InferenceServiceImpl() {
+  // Every stream has ended, on gRPC's threads (their OnDone): the lock orders their
+  // last StreamEnded before the map goes.
+  absl::MutexLock lock(&streams_mu_);
+  streams_.clear();
+}
+
 absl::StatusOr<InferenceServiceImpl::Target> InferenceServiceImpl::Resolve(
     const std::string& name, const std::string& version, absl::string_view name_field,
     absl::string_view version_field) const {

@@ -46,7 +46,7 @@ class InferenceServiceImpl final
   // outlive this service.
   InferenceServiceImpl(LayerServiceImpl* service, const ModelRepository* models);
   // REQUIRES: the gRPC server is shut down (no stream is left).
-  ~InferenceServiceImpl() override = default;
+  ~InferenceServiceImpl() override;
 
   // After LayerServiceImpl::StartDraining: every open ModelStreamInfer stream
   // answers what it has accepted and then ends UNAVAILABLE, so that a drain need
