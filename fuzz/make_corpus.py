@@ -12,11 +12,15 @@ import json
 import os
 import shutil
 import struct
+import sys
 
 import numpy as np
 
-from inference import grpc_service_pb2 as oip
-from layerserve.v1 import layerserve_pb2 as pb
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "testing"))
+from inference import grpc_service_pb2 as oip  # noqa: E402
+from oip import parameter  # noqa: E402  (tests/testing/oip.py)
+from layerserve.v1 import layerserve_pb2 as pb  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 rng = np.random.default_rng(7)
@@ -203,18 +207,9 @@ def model_infer():
         return R.InferInputTensor(name=name, datatype=datatype, shape=shape,
                                   contents=contents)
 
-    def param(value):
-        if isinstance(value, bool):
-            return oip.InferParameter(bool_param=value)
-        if isinstance(value, int):
-            return oip.InferParameter(int64_param=value)
-        if isinstance(value, float):
-            return oip.InferParameter(double_param=value)
-        return oip.InferParameter(string_param=value)
-
     def request(model, inputs=(), raws=(), params=None, outputs=()):
         return R(model_name=model, inputs=inputs, raw_input_contents=raws,
-                 parameters={k: param(v) for k, v in (params or {}).items()},
+                 parameters={k: parameter(v) for k, v in (params or {}).items()},
                  outputs=[R.InferRequestedOutputTensor(name=n) for n in outputs])
 
     def typed(n):

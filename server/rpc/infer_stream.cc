@@ -47,7 +47,7 @@ InferStream* InferStream::Start(InferenceServiceImpl* service,
     Actions actions;
     {
       absl::MutexLock lock(&stream->mu_);
-      actions = stream->NextLocked();
+      stream->NextLocked(actions);
     }
     stream->Run(std::move(actions));
   }
@@ -59,7 +59,7 @@ void InferStream::Drain() {
   {
     absl::MutexLock lock(&mu_);
     draining_ = true;
-    actions = NextLocked();
+    NextLocked(actions);
   }
   Run(std::move(actions));
 }
@@ -85,10 +85,7 @@ void InferStream::OnReadDone(bool ok) {
       if (sequence.ok()) request->sequence = sequence->id;
       AcceptLocked(request, /*may_run_inline=*/true, actions);
     }
-    Actions next = NextLocked();
-    actions.read = next.read;
-    actions.write = next.write;
-    actions.finish = next.finish;
+    NextLocked(actions);
   }
   Run(std::move(actions));
 }
@@ -132,10 +129,7 @@ void InferStream::Answered(Request* request, const grpc::Status& status) {
       // This thread may be a worker's: the next step queues rather than running here.
       AcceptLocked(next, /*may_run_inline=*/false, actions);
     }
-    Actions next = NextLocked();
-    actions.read = next.read;
-    actions.write = next.write;
-    actions.finish = next.finish;
+    NextLocked(actions);
   }
   Run(std::move(actions));
 }
@@ -147,7 +141,7 @@ void InferStream::OnWriteDone(bool ok) {
     writing_ = false;
     requests_.pop_front();
     if (!ok) broken_ = true;  // The client is gone: nothing more can be written.
-    actions = NextLocked();
+    NextLocked(actions);
   }
   Run(std::move(actions));
 }
@@ -157,7 +151,7 @@ void InferStream::OnCancel() {
   {
     absl::MutexLock lock(&mu_);
     cancelled_ = true;
-    actions = NextLocked();
+    NextLocked(actions);
   }
   Run(std::move(actions));
 }
@@ -169,9 +163,8 @@ void InferStream::OnDone() {
   std::shared_ptr<InferStream> self = std::move(self_);
 }
 
-InferStream::Actions InferStream::NextLocked() {
-  Actions actions;
-  if (finishing_) return actions;
+void InferStream::NextLocked(Actions& actions) {
+  if (finishing_) return;
   while (broken_ && !requests_.empty() && requests_.front()->answered) {
     requests_.pop_front();
   }
@@ -192,7 +185,6 @@ InferStream::Actions InferStream::NextLocked() {
                      : reads_done_         ? grpc::Status::OK
                                            : DrainingStatus();
   }
-  return actions;
 }
 
 void InferStream::Run(Actions actions) {

@@ -72,7 +72,8 @@ class InferStream final
 
   // Its request's call was answered `status` (from any thread).
   void Answered(Request* request, const grpc::Status& status);
-  Actions NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds to `actions` the read, write or finish the state now allows.
+  void NextLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts `request` running, or parks it behind its sequence's running request.
   void AcceptLocked(Request* request, bool may_run_inline, Actions& actions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
