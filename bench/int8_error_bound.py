@@ -11,7 +11,7 @@ RMS(got - want) / RMS(want) of
       - the dequantized weights and x rounded to bfloat16 (the server's prefill, and
         its decode without AMX),
       - x rounded to bfloat16, the dequantized weights not (its decode on AMX with
-        groups of whole k blocks of 32, linear_int8_few_rows_amx.cc),
+        groups of whole k blocks of 32, kernels/linear/amx/int8_few_rows.cc),
       - x and the weights left in float32 (int8's own error alone);
   - int8 with error-minimizing scales: per group, the best of 41 scales between 0.8
     and 1.0 of max |w| / 127 (clipping the largest weights), which is what a

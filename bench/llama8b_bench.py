@@ -171,7 +171,7 @@ def torch_layer(weights):
 def block_flops(t):
     """Multiply-adds x 2 of one block call of T tokens: the linear layers, and
     attention counted in full (causal masking not subtracted), as
-    bench/block_bench.cc counts them."""
+    bench/kernels/block/block_bench.cc counts them."""
     dh = HIDDEN // HEADS
     linear = HIDDEN * (HEADS + 2 * KV_HEADS) * dh + HEADS * dh * HIDDEN + \
         HIDDEN * 2 * FFN + FFN * HIDDEN
@@ -186,7 +186,7 @@ def block_flops(t):
 def run_peak_bench(path, threads, quick):
     """layerserve_matmul_peak_bench's lines: {"matmul": {(M, N, weights layout):
     fields}, "bandwidth": fields}, fields {name: number} (see
-    bench/matmul_peak_bench.cc)."""
+    bench/kernels/linear/matmul_peak_bench.cc)."""
     cmd = [path, f"--threads={threads}"] + (["--quick"] if quick else [])
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:

@@ -1,4 +1,4 @@
-"""PyTorch eager peer of bench/activation_bench.cc: the same shapes and thread counts.
+"""PyTorch eager peer of bench/kernels/activation/activation_bench.cc: the same shapes and thread counts.
 
     /usr/bin/python3 bench/torch_activation_bench.py [--threads 1 2] [--quick]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch eager peer of bench/block_bench.cc: the same Llama-shaped block in plain
+"""PyTorch eager peer of bench/kernels/block/block_bench.cc: the same Llama-shaped block in plain
 torch ops (RMSNorm, q/k/v/o projections, rotate_half RoPE, causal softmax attention
 with GQA, SwiGLU MLP), float32 and bfloat16 weights and activations, one thread by
 default, medians of repeated calls.

@@ -1,4 +1,4 @@
-"""PyTorch eager peer of bench/norm_bench.cc: the same shapes and thread counts.
+"""PyTorch eager peer of bench/kernels/norm/norm_bench.cc: the same shapes and thread counts.
 
     /usr/bin/python3 bench/torch_norm_bench.py [--cpp-json norm_bench.json]
 

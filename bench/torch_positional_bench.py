@@ -1,4 +1,4 @@
-"""PyTorch eager peer of bench/positional_bench.cc: the same shapes and thread counts.
+"""PyTorch eager peer of bench/kernels/positional/positional_bench.cc: the same shapes and thread counts.
 
     /usr/bin/python3 bench/torch_positional_bench.py [--threads 1 2]
 

@@ -1,4 +1,4 @@
-"""PyTorch eager peer of bench/rope_bench.cc: the same shapes and thread counts.
+"""PyTorch eager peer of bench/kernels/rope/rope_bench.cc: the same shapes and thread counts.
 
     /usr/bin/python3 bench/torch_rope_bench.py [--cpp-json rope_bench.json]
 

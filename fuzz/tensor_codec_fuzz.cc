@@ -9,7 +9,7 @@
 #include "fuzz/fuzz_check.h"
 #include "fuzz/fuzz_targets.h"
 #include "fuzz/worker.h"
-#include "kernels/value_stats.h"
+#include "kernels/value_stats/value_stats.h"
 #include "server/ops/tensor_codec.h"
 
 namespace layerserve::fuzz {

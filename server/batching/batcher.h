@@ -34,7 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "kernels/parallel_for.h"
+#include "kernels/common/parallel_for.h"
 #include "server/batching/batch_queues.h"
 
 namespace layerserve {

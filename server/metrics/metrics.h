@@ -27,7 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/dtype.h"
-#include "kernels/value_stats.h"
+#include "kernels/value_stats/value_stats.h"
 
 namespace layerserve {
 

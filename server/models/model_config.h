@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "kernels/rope.h"
+#include "kernels/rope/rope.h"
 
 namespace layerserve {
 

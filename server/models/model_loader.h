@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kernels/block.h"
-#include "kernels/linear.h"
+#include "kernels/block/block.h"
+#include "kernels/linear/linear.h"
 #include "server/models/checkpoint.h"
 #include "server/models/model_config.h"
 

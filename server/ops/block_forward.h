@@ -16,8 +16,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/dtype.h"
-#include "kernels/block.h"
-#include "kernels/value_stats.h"
+#include "kernels/block/block.h"
+#include "kernels/value_stats/value_stats.h"
 #include "layerserve/v1/layerserve.pb.h"
 #include "server/models/model_repository.h"
 #include "server/ops/operation.h"
@@ -143,7 +143,7 @@ struct BlockForwardOp : OperationDefaults {
     return ParseBlockForwardRequest(request, *context.models, context.sessions,
                                     context.prefill_chunk_tokens);
   }
-  // Decode steps and longer sequences never share a kernel call (kernels/block.h
+  // Decode steps and longer sequences never share a kernel call (kernels/block/block.h
   // sends them to different ones), so they queue apart: a prefill runs beside the
   // decode batches, whose loops the workers share, instead of inside one. A
   // chunked prefill keeps its call's key for every chunk.

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "kernels/value_stats.h"
+#include "kernels/value_stats/value_stats.h"
 #include "server/ops/tensor_codec.h"
 
 namespace layerserve {

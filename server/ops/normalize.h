@@ -10,8 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/dtype.h"
-#include "kernels/norm.h"
-#include "kernels/value_stats.h"
+#include "kernels/norm/norm.h"
+#include "kernels/value_stats/value_stats.h"
 #include "layerserve/v1/layerserve.pb.h"
 #include "server/ops/operation.h"
 #include "server/ops/tensor_codec.h"

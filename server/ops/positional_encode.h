@@ -14,8 +14,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/dtype.h"
-#include "kernels/positional.h"
-#include "kernels/value_stats.h"
+#include "kernels/positional/positional.h"
+#include "kernels/value_stats/value_stats.h"
 #include "layerserve/v1/layerserve.pb.h"
 #include "server/ops/operation.h"
 #include "server/ops/positional_encode_rope.h"

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/dtype.h"
-#include "kernels/rope.h"
+#include "kernels/rope/rope.h"
 #include "layerserve/v1/layerserve.pb.h"
 #include "server/ops/tensor_codec.h"
 

@@ -15,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "common/dtype.h"
 #include "common/uninitialized_string.h"
-#include "kernels/value_stats.h"
+#include "kernels/value_stats/value_stats.h"
 #include "layerserve/v1/layerserve.pb.h"
 
 namespace layerserve {

@@ -6,8 +6,8 @@
 
 #include <omp.h>
 
-#include "kernels/block.h"
-#include "kernels/positional.h"
+#include "kernels/block/block.h"
+#include "kernels/positional/positional.h"
 
 namespace layerserve {
 

@@ -22,7 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "kernels/kv_cache.h"
+#include "kernels/attention/kv_cache.h"
 #include "server/models/model_repository.h"
 
 namespace layerserve {

@@ -15,12 +15,27 @@ import sys
 # protobuf headers ("layerserve/v1/...", "grpc/health/...", "inference/...") are
 # allowed where PROTO is listed. Order: lowest layer first.
 PROTO = "proto"
+# A layer allows a folder and every folder below it: "kernels" is any kernels/
+# family.
+KERNEL_BASICS = {"common", "kernels/common", "kernels/value_stats"}
 LAYERS = {
     "common": set(),
-    "kernels": {"common"},
+    # The kernels, a folder per family; what every family may use is below them.
+    "kernels/common": {"common"},
+    "kernels/value_stats": {"common", "kernels/common"},
+    "kernels/norm": KERNEL_BASICS,
+    "kernels/activation": KERNEL_BASICS,
+    "kernels/positional": KERNEL_BASICS,
+    "kernels/rope": KERNEL_BASICS,
+    "kernels/attention": KERNEL_BASICS,
+    # With its implementations' sub-folders (hwy, avx512_bf16, amx, int8): one layer.
+    "kernels/linear": KERNEL_BASICS,
+    # A Transformer block composes the families.
+    "kernels/block": KERNEL_BASICS | {"kernels/norm", "kernels/activation", "kernels/rope",
+                                      "kernels/attention", "kernels/linear"},
     # The oneDNN baselines the kernels were measured against: for benches and tests
     # only, so no layer above may include them.
-    "kernels/baseline": {"common", "kernels"},
+    "bench/baseline": {"common", "kernels"},
     "server/metrics": {"common", "kernels", PROTO},
     "server/models": {"common", "kernels", PROTO},
     "server/sessions": {"common", "kernels", "server/models", "server/metrics"},
@@ -61,22 +76,45 @@ def included_layer(header):
     return layer_of(header) or header.split("/")[0]
 
 
+def allowed(target, layer):
+    """Whether `layer` may include from `target`: itself, or a folder it lists or one
+    below such a folder."""
+    return target == layer or any(target == a or target.startswith(a + "/")
+                                  for a in LAYERS[layer])
+
+
+def sources(source_dir, layer):
+    """The project paths of the .h and .cc files of `layer`, its sub-folders included
+    unless they are layers of their own."""
+    top = os.path.join(source_dir, layer)
+    for folder, dirs, names in os.walk(top):
+        dirs.sort()
+        for name in sorted(names):
+            if not name.endswith((".h", ".cc")):
+                continue
+            path = os.path.relpath(os.path.join(folder, name), source_dir)
+            if layer_of(path) == layer:
+                yield path
+
+
 def violations(source_dir):
     found = []
     for layer in LAYERS:
-        folder = os.path.join(source_dir, layer)
-        for name in sorted(os.listdir(folder)):
-            if not name.endswith((".h", ".cc")):
-                continue
-            path = f"{layer}/{name}"
-            with open(os.path.join(folder, name), encoding="utf-8") as f:
+        for path in sources(source_dir, layer):
+            with open(os.path.join(source_dir, path), encoding="utf-8") as f:
                 text = f.read()
             for header in INCLUDE.findall(text):
                 target = included_layer(header)
-                if target is None or target == layer or target in LAYERS[layer]:
+                if target is None or allowed(target, layer):
                     continue
                 found.append(f"{path}: includes \"{header}\" ({target}), but {layer} "
                              f"may include only {sorted(LAYERS[layer]) or 'itself'}")
+    # A kernel outside every family folder would escape the rules above.
+    for folder, _, names in os.walk(os.path.join(source_dir, "kernels")):
+        for name in sorted(names):
+            path = os.path.relpath(os.path.join(folder, name), source_dir)
+            if name.endswith((".h", ".cc")) and layer_of(path) is None:
+                found.append(f"{path}: in no family folder of kernels/ (LAYERS)")
     return found
 
 

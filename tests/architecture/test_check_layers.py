@@ -9,6 +9,7 @@ def make_tree(root, files):
     for layer in check_layers.LAYERS:
         os.makedirs(os.path.join(root, layer), exist_ok=True)
     for path, text in files.items():
+        os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
         with open(os.path.join(root, path), "w", encoding="utf-8") as f:
             f.write(text)
 
@@ -16,11 +17,11 @@ def make_tree(root, files):
 def test_upward_include_is_reported(tmp_path):
     make_tree(tmp_path, {
         "server/ops/normalize.cc": '#include "server/rpc/service.h"\n',
-        "kernels/norm.cc": '#include <vector>\n#include "layerserve/v1/layerserve.pb.h"\n',
+        "kernels/norm/norm.cc": '#include <vector>\n#include "layerserve/v1/layerserve.pb.h"\n',
     })
     found = check_layers.violations(str(tmp_path))
     assert len(found) == 2, found
-    assert found[0].startswith('kernels/norm.cc: includes "layerserve/v1/layerserve.pb.h"')
+    assert found[0].startswith('kernels/norm/norm.cc: includes "layerserve/v1/layerserve.pb.h"')
     assert found[1].startswith('server/ops/normalize.cc: includes "server/rpc/service.h" '
                                '(server/rpc)')
 
@@ -29,7 +30,7 @@ def test_downward_and_own_includes_pass(tmp_path):
     make_tree(tmp_path, {
         "server/rpc/service.cc": '#include "server/rpc/service.h"\n'
                                  '#include "server/ops/normalize.h"\n'
-                                 '#include "kernels/norm.h"\n#include "absl/status/status.h"\n',
+                                 '#include "kernels/norm/norm.h"\n#include "absl/status/status.h"\n',
         "client/cpp/npy.cc": '#include "common/dtype.h"\n',
     })
     assert check_layers.violations(str(tmp_path)) == []
@@ -40,3 +41,19 @@ def test_client_may_not_include_kernels(tmp_path):
     assert check_layers.violations(str(tmp_path)) == [
         'client/cpp/npy.h: includes "kernels/dtype.h" (kernels), but client/cpp may '
         "include only ['common', 'proto']"]
+
+
+def test_kernel_families_include_only_what_is_below_them(tmp_path):
+    make_tree(tmp_path, {
+        "kernels/norm/norm_fast.cc": '#include "kernels/value_stats/value_stats.h"\n'
+                                     '#include "kernels/linear/linear.h"\n',
+        "kernels/block/block.cc": '#include "kernels/norm/norm.h"\n'
+                                  '#include "kernels/linear/amx/tiles.h"\n',
+        "kernels/linear/amx/few_rows.cc": '#include "kernels/linear/linear_internal.h"\n',
+        "kernels/stray.cc": "",
+    })
+    assert check_layers.violations(str(tmp_path)) == [
+        'kernels/norm/norm_fast.cc: includes "kernels/linear/linear.h" (kernels/linear), '
+        "but kernels/norm may include only ['common', 'kernels/common', "
+        "'kernels/value_stats']",
+        "kernels/stray.cc: in no family folder of kernels/ (LAYERS)"]

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/baseline/activate_onednn.h"
 #include "common/dtype.h"
-#include "kernels/activation.h"
-#include "kernels/activation_internal.h"
-#include "kernels/baseline/activate_onednn.h"
+#include "kernels/activation/activation.h"
+#include "kernels/activation/activation_internal.h"
 #include "tests/golden/golden_expect.h"
 
 namespace layerserve {

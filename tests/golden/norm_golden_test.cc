@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/baseline/layer_norm_onednn.h"
 #include "common/dtype.h"
-#include "kernels/baseline/layer_norm_onednn.h"
-#include "kernels/norm.h"
-#include "kernels/norm_internal.h"
+#include "kernels/norm/norm.h"
+#include "kernels/norm/norm_internal.h"
 #include "tests/golden/golden_expect.h"
 #include "tests/golden/golden_json.h"
 

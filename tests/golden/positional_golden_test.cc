@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/dtype.h"
-#include "kernels/positional.h"
+#include "kernels/positional/positional.h"
 #include "tests/golden/golden_expect.h"
 
 namespace layerserve::kernels {

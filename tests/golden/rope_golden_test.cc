@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/dtype.h"
-#include "kernels/rope.h"
+#include "kernels/rope/rope.h"
 #include "tests/golden/golden_expect.h"
 
 namespace layerserve {

@@ -130,7 +130,7 @@ def test_int8_prefill_then_steps_equal_one_forward_pass(golden_int8, model):
 @pytest.mark.parametrize("model", ARCHITECTURES)
 def test_chunks_of_any_length_equal_one_forward_pass(golden, model):
     """Chunks of up to 4 tokens attend over the cache in place, longer ones gather it
-    for oneDNN (kernels/block.cc); mixed along one session they still match."""
+    for oneDNN (kernels/block/block.cc); mixed along one session they still match."""
     _, stub = golden
     layers = num_layers(model)
     chunks = [3, 1, 6, 4, 2]  # 16 tokens: the smallest golden model's maximum.

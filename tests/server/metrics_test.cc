@@ -12,7 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/value_stats.h"
+#include "kernels/value_stats/value_stats.h"
 
 namespace layerserve {
 namespace {

@@ -15,7 +15,7 @@
 #include "common/dtype.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 #include "tests/golden/golden_json.h"
 #include "tests/golden/norm_golden.h"
 #include "tests/testing/wire_tensors.h"

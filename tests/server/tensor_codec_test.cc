@@ -156,7 +156,7 @@ void ExpectSameBits(const Float32Values& got, const std::vector<float>& want) {
 }
 
 // Exactly the statistics the copying pass took before decoding read in place (the
-// same loop in kernels/value_stats.cc), and the scalar reference's counts.
+// same loop in kernels/value_stats/value_stats.cc), and the scalar reference's counts.
 void ExpectStatsOf(const kernels::ValueStats& got, const std::vector<float>& values) {
   const int64_t n = static_cast<int64_t>(values.size());
   std::vector<float> scratch(n);

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/value_stats.h"
+#include "kernels/value_stats/value_stats.h"
 
 namespace layerserve::testing {
 

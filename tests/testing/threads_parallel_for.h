@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/parallel_for.h"
+#include "kernels/common/parallel_for.h"
 
 namespace layerserve::testing {
 

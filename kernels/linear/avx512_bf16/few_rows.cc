@@ -1,0 +1,145 @@
+// LinearFewRows for bfloat16 weights on CPUs with AVX512_BF16 (this file alone is
+// compiled for it, so nothing here may run before FewRowsDpbf16Supported(), which
+// lives in linear.cc, says yes). VDPBF16PS
+// multiplies the k pairs the packed layout already holds and adds both products in
+// one instruction: twice the products per instruction of the float32 FMA loop,
+// which is what makes LinearFewRows beat oneDNN at 8 to 32 rows (many decode
+// sessions in one batch) instead of losing to it. Like oneDNN's bfloat16 matmul
+// (the same instruction), it treats subnormal inputs as zero. Where the CPU has AMX
+// (Intel Xeons), the entry point hands the product to kernels/linear/amx/few_rows.cc
+// instead: there VDPBF16PS runs at half the float32 FMA's FLOP rate and 16 rows
+// took 2.3-2.6x the time of one (bench/kernels/block/decode_step_bench.cc,
+// bench/kernels/linear/few_rows_bench.cc).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "common/dtype.h"
+#include "kernels/linear/avx512_bf16/bfloat16_words.h"
+#include "kernels/linear/linear_internal.h"
+
+namespace layerserve::kernels::internal {
+namespace {
+
+constexpr int64_t kVecs = kFewRowsBlockOut / 16;  // 4 vectors of 16 outputs.
+constexpr int64_t kRowTile = 6;  // 24 accumulators + 4 weight vectors: 28 of 32.
+// The first row tile of a block column reads its weights from memory, and prefetches
+// them this far ahead into L2 (the packed layout is contiguous from one column to
+// the next); the later tiles find them in L2. The hardware prefetchers alone ran
+// too short a distance ahead: with this, 4 and 16 rows took 13-18% less time in
+// bench/kernels/linear/few_rows_bench.cc (one thread, weights from memory), a 16-session
+// decode step of the 8B-shaped layer on two threads about 6% less.
+constexpr uintptr_t kPrefetchBytes = 32 << 10;
+
+// One tile of `kTile` rows of x pairs (row stride `pairs` words) against block
+// column nb.
+template <int64_t kTile, bool kPrefetch>
+void Tile(const FewRowsWeights& w, const uint32_t* x, int64_t pairs, int64_t nb,
+          float* y) {
+  const int64_t n0 = nb * kFewRowsBlockOut;
+  __m512 acc[kTile][kVecs];
+  for (int64_t v = 0; v < kVecs; ++v) {
+    alignas(64) float bias[16];
+    for (int64_t l = 0; l < 16; ++l) {
+      const int64_t n = n0 + v * 16 + l;
+      bias[l] = n < w.out ? w.bias[n] : 0.0f;
+    }
+    for (int64_t m = 0; m < kTile; ++m) acc[m][v] = _mm512_load_ps(bias);
+  }
+  const auto* column = static_cast<const uint16_t*>(w.data) + nb * w.n_block_stride;
+  for (int64_t k0 = 0; k0 < w.in; k0 += w.k_block) {
+    const auto* block =
+        reinterpret_cast<const uint32_t*>(column + (k0 / w.k_block) * w.k_block_stride);
+    const int64_t block_pairs = std::min(w.k_block, w.in - k0) / 2;
+    for (int64_t p = 0; p < block_pairs; ++p) {
+      __m512i wv[kVecs];
+      for (int64_t v = 0; v < kVecs; ++v) {
+        const uint32_t* at = block + p * kFewRowsBlockOut + v * 16;
+        wv[v] = _mm512_loadu_si512(at);
+        if constexpr (kPrefetch) {  // Past the weights' end it is only a hint.
+          _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(at) +
+                                                     kPrefetchBytes),
+                       _MM_HINT_T1);
+        }
+      }
+      for (int64_t m = 0; m < kTile; ++m) {
+        const __m512i xp = _mm512_set1_epi32(static_cast<int>(x[m * pairs + k0 / 2 + p]));
+        for (int64_t v = 0; v < kVecs; ++v) {
+          acc[m][v] = _mm512_dpbf16_ps(acc[m][v], (__m512bh)wv[v], (__m512bh)xp);
+        }
+      }
+    }
+  }
+  const int64_t columns = std::min(kFewRowsBlockOut, w.out - n0);
+  for (int64_t m = 0; m < kTile; ++m) {
+    float* out = y + m * w.out + n0;
+    alignas(64) float all[kFewRowsBlockOut];
+    for (int64_t v = 0; v < kVecs; ++v) _mm512_store_ps(all + v * 16, acc[m][v]);
+    std::memcpy(out, all, columns * sizeof(float));
+  }
+}
+
+// Tile for the `rows` (0 to kRowTile - 1) left after the full tiles.
+template <bool kPrefetch>
+void LastTile(int64_t rows, const FewRowsWeights& w, const uint32_t* x, int64_t pairs,
+              int64_t nb, float* y) {
+  WithTileRows<kRowTile - 1>(rows, [&](auto tile_rows) {
+    Tile<decltype(tile_rows)::value, kPrefetch>(w, x, pairs, nb, y);
+  });
+}
+
+}  // namespace
+
+void PackBfloat16Pairs(const float* x, int64_t rows, int64_t in,
+                       std::vector<uint32_t>& packed) {
+  // Word p of a row holds k = 2p (low half) and 2p + 1 (high half), the order of
+  // the weights' pairs: the row's bfloat16 values in order. (Sixteen at a time: a
+  // call of Float32ToBfloat16 per value was 8% of a 32-session decode step.)
+  const int64_t pairs = in / 2;
+  packed.resize(rows * pairs);
+  for (int64_t m = 0; m < rows; ++m) {
+    RoundToBfloat16Words(x + m * in, 2 * pairs,
+                         reinterpret_cast<uint16_t*>(packed.data() + m * pairs));
+  }
+}
+
+void LinearFewRowsDpbf16Blocks(const FewRowsWeights& w, const uint32_t* x, int64_t rows,
+                               int64_t nb_begin, int64_t nb_end, float* y) {
+  // On the Xeons that have both, AMX multiplies ~30x as fast as VDPBF16PS: from a
+  // few rows on, only AMX keeps up with the weights' reads.
+  // Not for a partial last k block (no real model has one): the tile would read the
+  // next row's inputs.
+  if (w.in % w.k_block == 0 && FewRowsAmxSupported()) {
+    return LinearFewRowsAmxBlocks(w, x, rows, nb_begin, nb_end, y);
+  }
+  LinearFewRowsVdpbf16psBlocks(w, x, rows, nb_begin, nb_end, y);
+}
+
+void LinearFewRowsVdpbf16psBlocks(const FewRowsWeights& w, const uint32_t* x,
+                                  int64_t rows, int64_t nb_begin, int64_t nb_end,
+                                  float* y) {
+  const int64_t pairs = w.in / 2;
+  for (int64_t nb = nb_begin; nb < nb_end; ++nb) {
+    int64_t m = 0;
+    for (; m + kRowTile <= rows; m += kRowTile) {
+      if (m == 0) {
+        Tile<kRowTile, true>(w, x, pairs, nb, y);
+      } else {
+        Tile<kRowTile, false>(w, x + m * pairs, pairs, nb, y + m * w.out);
+      }
+    }
+    const uint32_t* xm = x + m * pairs;
+    float* ym = y + m * w.out;
+    // The last rows: the first tile when rows < kRowTile.
+    if (m == 0) {
+      LastTile<true>(rows, w, xm, pairs, nb, ym);
+    } else {
+      LastTile<false>(rows - m, w, xm, pairs, nb, ym);
+    }
+  }
+}
+
+}  // namespace layerserve::kernels::internal

@@ -1,0 +1,123 @@
+// Linear layers on oneDNN matmul: y[M, out] = x[M, in] · W^T + bias.
+//
+// LinearWeights are prepacked once, at load, into the blocked layout oneDNN's
+// matmul picks for them (that layout does not depend on M, measured for f32 and
+// bf16), and are then immutable: share them between threads freely. A
+// LinearContext holds one thread's scratch; it is not thread-safe: one per worker
+// thread. The matmul primitives (one per shape, created on first use) are kept per
+// thread by the kernels themselves, as a helping thread runs them too. Workers are
+// single-threaded (omp_set_num_threads(1)), so a matmul runs on the calling thread.
+#ifndef LAYERSERVE_KERNELS_LINEAR_H_
+#define LAYERSERVE_KERNELS_LINEAR_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "kernels/common/parallel_for.h"
+
+namespace layerserve::kernels {
+
+// How weights are held. Activations are float32 outside; with kBfloat16 they are
+// rounded to bfloat16 for the product, which accumulates in float32. kInt8 is
+// weight-only quantization (kernels/linear/int8/int8_weights.h): symmetric int8 with one
+// float32 scale per output and group of inputs; activations stay float32 in LinearFewRows
+// and are rounded to bfloat16 in Linear, as with kBfloat16.
+enum class WeightType { kFloat32, kBfloat16, kInt8 };
+
+// Inputs per int8 scale when none is asked for: the smallest group the measurements
+// of docs/perf/2026-12-02-int8-weights.md found as fast as larger ones.
+inline constexpr int64_t kDefaultInt8GroupSize = 64;
+
+// A WeightType and, for kInt8, the inputs sharing one scale (0: all of a row's, one
+// scale per output). Converts from a WeightType (the default group size).
+struct WeightFormat {
+  WeightFormat(WeightType type, int64_t group_size = kDefaultInt8GroupSize)  // NOLINT
+      : type(type), group_size(group_size) {}
+  WeightType type;
+  int64_t group_size;
+};
+
+class LinearWeights {
+ public:
+  // `weight` is [out, in] row-major (torch.nn.Linear), or [in, out] when
+  // `in_by_out` (GPT-2's Conv1D). `bias` is [out] or null. Copies what it needs.
+  // REQUIRES: in >= 1, out >= 1.
+  LinearWeights(const float* weight, int64_t out, int64_t in, bool in_by_out,
+                const float* bias, WeightFormat format);
+  ~LinearWeights();
+  LinearWeights(const LinearWeights&) = delete;
+  LinearWeights& operator=(const LinearWeights&) = delete;
+
+  int64_t in() const { return in_; }
+  int64_t out() const { return out_; }
+  WeightType type() const { return type_; }
+  // Inputs per scale for kInt8 weights (a row's `in` when asked for 0); 0 otherwise.
+  int64_t group_size() const;
+  // Bytes of the packed weights and bias (counted once, at packing: the server
+  // asks for every decode batch whether a model's layers outgrow the cache).
+  int64_t bytes() const { return bytes_; }
+  // Whether LinearFewRows reads these weights itself (else it calls Linear).
+  bool few_rows_native() const;
+  // How many matmuls Linear runs these weights as (column ranges fixed at packing;
+  // 1 for small layers).
+  int64_t chunks() const;
+
+  struct Packed;
+  const Packed& packed() const { return *packed_; }
+
+ private:
+  const int64_t in_, out_;
+  const WeightType type_;
+  std::unique_ptr<Packed> packed_;
+  int64_t bytes_ = 0;
+};
+
+class LinearContext {
+ public:
+  LinearContext();
+  ~LinearContext();
+  LinearContext(const LinearContext&) = delete;
+  LinearContext& operator=(const LinearContext&) = delete;
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// y[rows, w.out()] = x[rows, w.in()] · W^T + bias. x and y are row-major float32
+// and must not overlap. REQUIRES: rows >= 1.
+//
+// A large layer runs as several matmuls over fixed ranges of its outputs
+// (chunks()); with `parallel`, idle threads may each take some. Which thread runs
+// a range never changes a result, nor does how many rows share the call: each
+// row's result depends on that row only. bfloat16 weights on CPUs with AMX tiles
+// run an AMX kernel of ours instead of oneDNN's matmul (over the same ranges): on
+// the 8B-shaped layer's projections at 128 and 512 rows it took about half
+// oneDNN 2.6's time, and each row has the bits LinearFewRows gives it
+// (linear_internal.h, AmxRunsLinear; docs/perf/2026-12-03-linear-on-amx.md).
+void Linear(LinearContext& context, const LinearWeights& w, const float* x, int64_t rows,
+            float* y, ParallelFor* parallel = nullptr);
+
+// The same product for the few rows of decode steps, read straight from the packed
+// weights: a matrix-vector product that streams them once per call. At one row
+// oneDNN's matmul reads them at ~16 GB/s on the target machine (28 GB/s is the
+// thread's read bandwidth): see bench/block_bench.cc. Each row's result depends on
+// that row only, as Linear()'s do, but is rounded differently (sums run over the
+// input in order): choose between the two by something of the row's own sequence,
+// never by how many rows share a call, to keep batching bit-exact. Calls Linear()
+// when oneDNN packed the weights in a layout this does not read. With `parallel`,
+// idle threads may each take a share of the outputs (the same results: an output
+// is computed by the same code wherever it runs).
+void LinearFewRows(LinearContext& context, const LinearWeights& w, const float* x,
+                   int64_t rows, float* y, ParallelFor* parallel = nullptr);
+
+// The same product computed naively in double from the original float32 weights
+// ([out, in] row-major), rounded once: the test oracle.
+void LinearReference(const float* weight, const float* bias, int64_t out, int64_t in,
+                     const float* x, int64_t rows, float* y);
+
+}  // namespace layerserve::kernels
+
+#endif  // LAYERSERVE_KERNELS_LINEAR_H_
