@@ -9,6 +9,7 @@
 #include "common/dtype.h"
 #include "kernels/common/onednn_engine.h"
 #include "kernels/linear/int8/int8_weights.h"
+#include "kernels/linear/kernel_choice.h"
 #include "kernels/linear/linear_internal.h"
 
 namespace layerserve::kernels {
@@ -122,6 +123,9 @@ struct LinearWeights::Packed {
   // kInt8 weights instead of all the above (`weights` and `bias` stay empty; chunks
   // hold ranges of 64-output blocks).
   internal::Int8Weights int8;
+  // ChooseLinearKernel's answers for these weights on this CPU.
+  LinearKernel many_rows_kernel = LinearKernel::kOneDnnMatmul;
+  LinearKernel few_rows_kernel = LinearKernel::kOneDnnMatmul;
 };
 
 namespace {
@@ -234,6 +238,7 @@ LinearWeights::LinearWeights(const float* weight, int64_t out, int64_t in, bool 
         internal::QuantizeInt8(weight, out, in, in_by_out, bias, format.group_size);
     packed_->chunks = Int8Chunks(in, out);
     bytes_ = packed_->int8.bytes();
+    ChooseKernels();
     return;
   }
   const dnnl::engine& engine = CpuEngine();
@@ -252,6 +257,20 @@ LinearWeights::LinearWeights(const float* weight, int64_t out, int64_t in, bool 
   packed_->chunks = ColumnChunks(packed_->weights, in, out, dt);
   bytes_ = static_cast<int64_t>(packed_->weights.get_desc().get_size() +
                                 packed_->bias.get_desc().get_size());
+  ChooseKernels();
+}
+
+void LinearWeights::ChooseKernels() {
+  const bool packed_for_few_rows = packed_->few_rows.data != nullptr;
+  packed_->many_rows_kernel = ChooseLinearKernel(type_, in_, packed_for_few_rows,
+                                                 LinearCall::kManyRows, ThisCpu());
+  packed_->few_rows_kernel = ChooseLinearKernel(type_, in_, packed_for_few_rows,
+                                                LinearCall::kFewRows, ThisCpu());
+}
+
+LinearKernel LinearWeights::kernel(LinearCall call) const {
+  return call == LinearCall::kManyRows ? packed_->many_rows_kernel
+                                       : packed_->few_rows_kernel;
 }
 
 LinearWeights::~LinearWeights() = default;
@@ -303,7 +322,8 @@ void Linear(LinearContext& context, const LinearWeights& w, const float* x, int6
     internal::PackAmxRowTiles(x, rows, w.in(), impl.amx_row_tiles);
     return impl.amx_row_tiles.data();
   };
-  if (internal::AmxRunsLinear(few)) {
+  const LinearKernel kernel = w.packed().many_rows_kernel;
+  if (kernel == LinearKernel::kAmxManyRows) {
     // The same chunks of columns as oneDNN's matmuls, in 64-output blocks.
     const uint32_t* tiles = amx_tiles();
     constexpr int64_t kBlock = internal::kFewRowsBlockOut;
@@ -313,7 +333,7 @@ void Linear(LinearContext& context, const LinearWeights& w, const float* x, int6
                                         few.out);
     });
   }
-  if (w.type() == WeightType::kInt8 && internal::Int8AmxRunsLinear(w.packed().int8)) {
+  if (kernel == LinearKernel::kInt8AmxManyRows) {
     const uint32_t* tiles = amx_tiles();
     return RunParallel(parallel, static_cast<int64_t>(chunks.size()), [&](int64_t c) {
       internal::LinearInt8ManyRowsAmx(w.packed().int8, tiles, rows, chunks[c].begin,
@@ -333,7 +353,7 @@ void Linear(LinearContext& context, const LinearWeights& w, const float* x, int6
     impl.stream.wait();
     src = impl.bf16_src.data();
   }
-  if (w.type() == WeightType::kInt8) {
+  if (kernel == LinearKernel::kInt8OneDnnTiles) {
     const auto* bf16 = static_cast<const uint16_t*>(src);
     return RunParallel(parallel, static_cast<int64_t>(chunks.size()), [&](int64_t c) {
       internal::LinearInt8ManyRows(w.packed().int8, bf16, rows, chunks[c].begin,
@@ -349,40 +369,52 @@ void LinearFewRows(LinearContext& context, const LinearWeights& w, const float* 
   // Threads split the 64-output blocks (each reads its own share of the weights) in
   // up to kChunks pieces taken in turn, so a thread that joins late takes fewer.
   constexpr int64_t kChunks = 8;
-  if (w.type() == WeightType::kInt8) {
-    const internal::Int8Weights& int8 = w.packed().int8;
-    const int64_t per_chunk = (int8.out_blocks + kChunks - 1) / kChunks;
-    const int64_t chunks = (int8.out_blocks + per_chunk - 1) / per_chunk;
-    // The kernel depends on the CPU and the weights, never on the rows.
-    if (int8.in % 2 == 0 && internal::FewRowsDpbf16Supported()) {
-      internal::PackBfloat16Pairs(x, rows, int8.in, context.impl().few_rows_pairs);
-      const uint32_t* pairs = context.impl().few_rows_pairs.data();
-      return RunParallel(parallel, chunks, [&](int64_t c) {
-        internal::LinearInt8FewRowsDpbf16Blocks(
-            int8, pairs, rows, c * per_chunk,
-            std::min(int8.out_blocks, (c + 1) * per_chunk), y);
-      });
-    }
-    return RunParallel(parallel, chunks, [&](int64_t c) {
-      internal::LinearInt8FewRowsBlocks(int8, x, rows, c * per_chunk,
-                                        std::min(int8.out_blocks, (c + 1) * per_chunk),
-                                        y);
-    });
-  }
+  const LinearKernel kernel = w.packed().few_rows_kernel;
+  if (kernel == LinearKernel::kOneDnnMatmul)
+    return Linear(context, w, x, rows, y, parallel);
+  LinearContext::Impl& impl = context.impl();
+  const internal::Int8Weights& int8 = w.packed().int8;
   const internal::FewRowsWeights& few = w.packed().few_rows;
-  if (few.data == nullptr) return Linear(context, w, x, rows, y, parallel);
   const int64_t blocks =
-      (few.out + internal::kFewRowsBlockOut - 1) / internal::kFewRowsBlockOut;
+      w.type() == WeightType::kInt8
+          ? int8.out_blocks
+          : (few.out + internal::kFewRowsBlockOut - 1) / internal::kFewRowsBlockOut;
   const int64_t per_chunk = (blocks + kChunks - 1) / kChunks;
   const int64_t chunks = (blocks + per_chunk - 1) / per_chunk;
-  auto end_of = [&](int64_t c) { return std::min(blocks, (c + 1) * per_chunk); };
-  LinearContext::Impl& impl = context.impl();
-  if (few.bf16 && few.in % 2 == 0 && internal::FewRowsDpbf16Supported()) {
-    internal::PackBfloat16Pairs(x, rows, few.in, impl.few_rows_pairs);
-    const uint32_t* pairs = impl.few_rows_pairs.data();
-    return RunParallel(parallel, chunks, [&](int64_t c) {
-      internal::LinearFewRowsDpbf16Blocks(few, pairs, rows, c * per_chunk, end_of(c), y);
+  // Runs blocks(nb_begin, nb_end) for each chunk of 64-output blocks.
+  auto run = [&](auto&& blocks_of) {
+    RunParallel(parallel, chunks, [&](int64_t c) {
+      blocks_of(c * per_chunk, std::min(blocks, (c + 1) * per_chunk));
     });
+  };
+  // x's bfloat16 pairs, for the bfloat16 dot-product instructions.
+  auto pairs = [&] {
+    internal::PackBfloat16Pairs(x, rows, w.in(), impl.few_rows_pairs);
+    return impl.few_rows_pairs.data();
+  };
+  switch (kernel) {
+    case LinearKernel::kInt8AmxFewRows:
+      return run([&, p = pairs()](int64_t b, int64_t e) {
+        internal::LinearInt8FewRowsAmxBlocks(int8, p, rows, b, e, y);
+      });
+    case LinearKernel::kInt8Vdpbf16psFewRows:
+      return run([&, p = pairs()](int64_t b, int64_t e) {
+        internal::LinearInt8FewRowsVdpbf16psBlocks(int8, p, rows, b, e, y);
+      });
+    case LinearKernel::kInt8HwyFewRows:
+      return run([&](int64_t b, int64_t e) {
+        internal::LinearInt8FewRowsBlocks(int8, x, rows, b, e, y);
+      });
+    case LinearKernel::kAmxFewRows:
+      return run([&, p = pairs()](int64_t b, int64_t e) {
+        internal::LinearFewRowsAmxBlocks(few, p, rows, b, e, y);
+      });
+    case LinearKernel::kVdpbf16psFewRows:
+      return run([&, p = pairs()](int64_t b, int64_t e) {
+        internal::LinearFewRowsVdpbf16psBlocks(few, p, rows, b, e, y);
+      });
+    default:  // kHwyFewRows
+      break;
   }
   if (few.bf16) {
     // The product's bfloat16 semantics (as oneDNN's): x rounded to bfloat16 first.
@@ -392,8 +424,8 @@ void LinearFewRows(LinearContext& context, const LinearWeights& w, const float* 
     }
     x = impl.few_rows_rounded.data();
   }
-  RunParallel(parallel, chunks, [&](int64_t c) {
-    internal::LinearFewRowsBlocks(few, x, rows, c * per_chunk, end_of(c), y);
+  run([&](int64_t b, int64_t e) {
+    internal::LinearFewRowsBlocks(few, x, rows, b, e, y);
   });
 }
 
@@ -408,8 +440,32 @@ bool FewRowsDpbf16Supported() {
 }
 
 bool AmxRunsLinear(const FewRowsWeights& w) {
-  return w.data != nullptr && w.bf16 && w.in % w.k_block == 0 &&
-         FewRowsDpbf16Supported() && FewRowsAmxSupported();
+  return ChooseLinearKernel(w.bf16 ? WeightType::kBfloat16 : WeightType::kFloat32, w.in,
+                            w.data != nullptr, LinearCall::kManyRows,
+                            ThisCpu()) == LinearKernel::kAmxManyRows;
+}
+
+bool Int8AmxRunsLinear(const Int8Weights& w) {
+  return ChooseLinearKernel(WeightType::kInt8, w.in, true, LinearCall::kManyRows,
+                            ThisCpu()) == LinearKernel::kInt8AmxManyRows;
+}
+
+void LinearFewRowsDpbf16Blocks(const FewRowsWeights& w, const uint32_t* x, int64_t rows,
+                               int64_t nb_begin, int64_t nb_end, float* y) {
+  if (ChooseLinearKernel(WeightType::kBfloat16, w.in, true, LinearCall::kFewRows,
+                         ThisCpu()) == LinearKernel::kAmxFewRows) {
+    return LinearFewRowsAmxBlocks(w, x, rows, nb_begin, nb_end, y);
+  }
+  LinearFewRowsVdpbf16psBlocks(w, x, rows, nb_begin, nb_end, y);
+}
+
+void LinearInt8FewRowsDpbf16Blocks(const Int8Weights& w, const uint32_t* x, int64_t rows,
+                                   int64_t nb_begin, int64_t nb_end, float* y) {
+  if (ChooseLinearKernel(WeightType::kInt8, w.in, true, LinearCall::kFewRows,
+                         ThisCpu()) == LinearKernel::kInt8AmxFewRows) {
+    return LinearInt8FewRowsAmxBlocks(w, x, rows, nb_begin, nb_end, y);
+  }
+  LinearInt8FewRowsVdpbf16psBlocks(w, x, rows, nb_begin, nb_end, y);
 }
 
 const FewRowsWeights& FewRowsLayoutOf(const LinearWeights& w) {

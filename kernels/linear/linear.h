@@ -37,6 +37,10 @@ struct WeightFormat {
   int64_t group_size;
 };
 
+// Which implementation computes a product, and for which call (kernel_choice.h).
+enum class LinearKernel;
+enum class LinearCall;
+
 class LinearWeights {
  public:
   // `weight` is [out, in] row-major (torch.nn.Linear), or [in, out] when
@@ -61,11 +65,16 @@ class LinearWeights {
   // How many matmuls Linear runs these weights as (column ranges fixed at packing;
   // 1 for small layers).
   int64_t chunks() const;
+  // The implementation Linear() (kManyRows) or LinearFewRows() (kFewRows) runs on
+  // these weights on this CPU, chosen at packing (ChooseLinearKernel).
+  LinearKernel kernel(LinearCall call) const;
 
   struct Packed;
   const Packed& packed() const { return *packed_; }
 
  private:
+  void ChooseKernels();
+
   const int64_t in_, out_;
   const WeightType type_;
   std::unique_ptr<Packed> packed_;

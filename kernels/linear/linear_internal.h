@@ -60,9 +60,8 @@ const FewRowsWeights& FewRowsLayoutOf(const LinearWeights& w);
 
 // The same for bfloat16 weights with the bfloat16 dot-product instructions, on CPUs
 // that have AVX512_BF16, from x as PackBfloat16Pairs left it: AMX tiles (TDPBF16PS)
-// where FewRowsAmxSupported() and w.in is a multiple of w.k_block, else VDPBF16PS.
-// The choice depends on the CPU and the weights, never on `rows`. REQUIRES: w.bf16,
-// w.in even, FewRowsDpbf16Supported().
+// or VDPBF16PS, whichever ChooseLinearKernel (kernel_choice.h) gives LinearFewRows.
+// REQUIRES: w.bf16, w.in even, FewRowsDpbf16Supported().
 bool FewRowsDpbf16Supported();
 void PackBfloat16Pairs(const float* x, int64_t rows, int64_t in,
                        std::vector<uint32_t>& packed);
@@ -95,10 +94,8 @@ void LinearManyRowsAmxBlocks(const FewRowsWeights& w, const uint32_t* tiles, int
                              int64_t y_stride);
 
 // Whether Linear() runs LinearManyRowsAmxBlocks instead of oneDNN's matmul on these
-// weights: where LinearFewRows would run AMX on them. On the AMX Xeon oneDNN 2.6's
-// matmul took 1.4-1.8x the few-rows AMX kernel's time at 128 and 512 rows of the
-// 8B-shaped layer (docs/perf/2026-12-03-linear-on-amx.md), and a row then has the
-// same bits through Linear and LinearFewRows.
+// weights (ChooseLinearKernel's kAmxManyRows): where LinearFewRows would run AMX on
+// them, so that a row has the same bits through both.
 bool AmxRunsLinear(const FewRowsWeights& w);
 
 }  // namespace layerserve::kernels::internal

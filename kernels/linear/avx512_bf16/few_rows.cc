@@ -1,14 +1,13 @@
-// LinearFewRows for bfloat16 weights on CPUs with AVX512_BF16 (this file alone is
-// compiled for it, so nothing here may run before FewRowsDpbf16Supported(), which
-// lives in linear.cc, says yes). VDPBF16PS
+// LinearFewRows for bfloat16 weights on CPUs with AVX512_BF16 (this folder alone is
+// compiled for it: nothing here runs unless kernel_choice.cc chose it). VDPBF16PS
 // multiplies the k pairs the packed layout already holds and adds both products in
 // one instruction: twice the products per instruction of the float32 FMA loop,
 // which is what makes LinearFewRows beat oneDNN at 8 to 32 rows (many decode
 // sessions in one batch) instead of losing to it. Like oneDNN's bfloat16 matmul
 // (the same instruction), it treats subnormal inputs as zero. Where the CPU has AMX
-// (Intel Xeons), the entry point hands the product to kernels/linear/amx/few_rows.cc
-// instead: there VDPBF16PS runs at half the float32 FMA's FLOP rate and 16 rows
-// took 2.3-2.6x the time of one (bench/kernels/block/decode_step_bench.cc,
+// (Intel Xeons), kernel_choice.cc chooses kernels/linear/amx/few_rows.cc instead: there
+// VDPBF16PS runs at half the float32 FMA's FLOP rate and 16 rows took 2.3-2.6x the time
+// of one (bench/kernels/block/decode_step_bench.cc,
 // bench/kernels/linear/few_rows_bench.cc).
 #include <immintrin.h>
 
@@ -104,18 +103,6 @@ void PackBfloat16Pairs(const float* x, int64_t rows, int64_t in,
     RoundToBfloat16Words(x + m * in, 2 * pairs,
                          reinterpret_cast<uint16_t*>(packed.data() + m * pairs));
   }
-}
-
-void LinearFewRowsDpbf16Blocks(const FewRowsWeights& w, const uint32_t* x, int64_t rows,
-                               int64_t nb_begin, int64_t nb_end, float* y) {
-  // On the Xeons that have both, AMX multiplies ~30x as fast as VDPBF16PS: from a
-  // few rows on, only AMX keeps up with the weights' reads.
-  // Not for a partial last k block (no real model has one): the tile would read the
-  // next row's inputs.
-  if (w.in % w.k_block == 0 && FewRowsAmxSupported()) {
-    return LinearFewRowsAmxBlocks(w, x, rows, nb_begin, nb_end, y);
-  }
-  LinearFewRowsVdpbf16psBlocks(w, x, rows, nb_begin, nb_end, y);
 }
 
 void LinearFewRowsVdpbf16psBlocks(const FewRowsWeights& w, const uint32_t* x,

@@ -122,16 +122,6 @@ void Column(const Int8Weights& w, const uint32_t* x, int64_t rows, int64_t nb, f
 
 }  // namespace
 
-void LinearInt8FewRowsDpbf16Blocks(const Int8Weights& w, const uint32_t* x, int64_t rows,
-                                   int64_t nb_begin, int64_t nb_end, float* y) {
-  // As for bfloat16 weights (kernels/linear/avx512_bf16/few_rows.cc): where the CPU has
-  // AMX, tiles; not for a partial last k block, where the A tile would read the next row.
-  if (w.in % 32 == 0 && FewRowsAmxSupported()) {
-    return LinearInt8FewRowsAmxBlocks(w, x, rows, nb_begin, nb_end, y);
-  }
-  LinearInt8FewRowsVdpbf16psBlocks(w, x, rows, nb_begin, nb_end, y);
-}
-
 void LinearInt8FewRowsVdpbf16psBlocks(const Int8Weights& w, const uint32_t* x,
                                       int64_t rows, int64_t nb_begin, int64_t nb_end,
                                       float* y) {

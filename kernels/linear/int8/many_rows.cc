@@ -132,10 +132,6 @@ void LinearInt8ManyRows(const Int8Weights& w, const uint16_t* x, int64_t rows,
   }
 }
 
-bool Int8AmxRunsLinear(const Int8Weights& w) {
-  return w.in % 32 == 0 && FewRowsDpbf16Supported() && FewRowsAmxSupported();
-}
-
 void LinearInt8ManyRowsAmx(const Int8Weights& w, const uint32_t* x_tiles, int64_t rows,
                            int64_t nb_begin, int64_t nb_end, float* y) {
   static_assert(kInt8BlockOut == kFewRowsBlockOut);

@@ -1,0 +1,67 @@
+#include "kernels/linear/kernel_choice.h"
+
+#include "kernels/linear/linear_internal.h"
+
+namespace layerserve::kernels {
+
+const char* LinearKernelName(LinearKernel kernel) {
+  switch (kernel) {
+    case LinearKernel::kOneDnnMatmul:
+      return "OneDnnMatmul";
+    case LinearKernel::kAmxManyRows:
+      return "AmxManyRows";
+    case LinearKernel::kInt8OneDnnTiles:
+      return "Int8OneDnnTiles";
+    case LinearKernel::kInt8AmxManyRows:
+      return "Int8AmxManyRows";
+    case LinearKernel::kHwyFewRows:
+      return "HwyFewRows";
+    case LinearKernel::kVdpbf16psFewRows:
+      return "Vdpbf16psFewRows";
+    case LinearKernel::kAmxFewRows:
+      return "AmxFewRows";
+    case LinearKernel::kInt8HwyFewRows:
+      return "Int8HwyFewRows";
+    case LinearKernel::kInt8Vdpbf16psFewRows:
+      return "Int8Vdpbf16psFewRows";
+    case LinearKernel::kInt8AmxFewRows:
+      return "Int8AmxFewRows";
+  }
+  return "?";
+}
+
+CpuFeatures ThisCpu() {
+  static const CpuFeatures cpu{internal::FewRowsDpbf16Supported(),
+                               internal::FewRowsAmxSupported()};
+  return cpu;
+}
+
+LinearKernel ChooseLinearKernel(WeightType type, int64_t in, bool packed_for_few_rows,
+                                LinearCall call, CpuFeatures cpu) {
+  using K = LinearKernel;
+  // Tiles take whole k blocks of 32: a partial last one would read the next row's
+  // inputs. Where a Xeon has AMX it multiplies ~30x as fast as VDPBF16PS, and
+  // oneDNN 2.6's matmul took 1.4-1.8x our tiles' time at 128 and 512 rows
+  // (docs/perf/2026-12-03-linear-on-amx.md): tiles for many rows too, which also
+  // gives a row the same bits through Linear and LinearFewRows.
+  const bool amx = cpu.avx512_bf16 && cpu.amx_bf16 && in % 32 == 0;
+  // VDPBF16PS multiplies k pairs: an odd `in` would leave half a pair. It doubles
+  // the float32 FMA loop's products per instruction, which is what beats oneDNN at
+  // 8 to 32 rows (docs/perf/2026-11-30-decode-step-kernels.md).
+  const bool vdpbf16ps = cpu.avx512_bf16 && in % 2 == 0;
+  if (type == WeightType::kInt8) {
+    if (call == LinearCall::kManyRows)
+      return amx ? K::kInt8AmxManyRows : K::kInt8OneDnnTiles;
+    if (amx) return K::kInt8AmxFewRows;
+    return vdpbf16ps ? K::kInt8Vdpbf16psFewRows : K::kInt8HwyFewRows;
+  }
+  const bool bf16 = type == WeightType::kBfloat16;
+  if (!packed_for_few_rows) return K::kOneDnnMatmul;
+  if (call == LinearCall::kManyRows)
+    return bf16 && amx ? K::kAmxManyRows : K::kOneDnnMatmul;
+  if (bf16 && amx) return K::kAmxFewRows;
+  if (bf16 && vdpbf16ps) return K::kVdpbf16psFewRows;
+  return K::kHwyFewRows;
+}
+
+}  // namespace layerserve::kernels

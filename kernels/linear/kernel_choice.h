@@ -1,0 +1,58 @@
+// The one place that chooses which implementation computes a linear layer's
+// product: ChooseLinearKernel, from the weight format, the kind of call and the
+// CPU's features. Each implementation lives in the sub-folder of kernels/linear/
+// its comment names.
+//
+// The choice never depends on how many rows share a call (nor on which rows): a
+// row's bits must not change with batching. It is made once per weights, at
+// packing (LinearWeights::kernel).
+#ifndef LAYERSERVE_KERNELS_LINEAR_KERNEL_CHOICE_H_
+#define LAYERSERVE_KERNELS_LINEAR_KERNEL_CHOICE_H_
+
+#include <cstdint>
+
+#include "kernels/linear/linear.h"
+
+namespace layerserve::kernels {
+
+enum class LinearKernel {
+  // Linear():
+  kOneDnnMatmul,     // oneDNN's matmul on the packed weights (linear.cc)
+  kAmxManyRows,      // amx/many_rows.cc
+  kInt8OneDnnTiles,  // int8/many_rows.cc: dequantized tiles, oneDNN's bfloat16 matmul
+  kInt8AmxManyRows,  // int8/many_rows.cc: dequantized tiles, amx/many_rows.cc
+  // LinearFewRows():
+  kHwyFewRows,            // hwy/few_rows.cc: float32 FMA (bfloat16 weights: x rounded)
+  kVdpbf16psFewRows,      // avx512_bf16/few_rows.cc
+  kAmxFewRows,            // amx/few_rows.cc
+  kInt8HwyFewRows,        // int8/few_rows.cc
+  kInt8Vdpbf16psFewRows,  // avx512_bf16/int8_few_rows.cc
+  kInt8AmxFewRows,        // amx/int8_few_rows.cc
+};
+
+// The enumerator's name without its k ("AmxFewRows"), for logs and tests.
+const char* LinearKernelName(LinearKernel kernel);
+
+// Linear()'s many rows (prefill) or LinearFewRows()' few (decode steps).
+enum class LinearCall { kManyRows, kFewRows };
+
+struct CpuFeatures {
+  bool avx512_bf16 = false;  // VDPBF16PS
+  // AMX-BF16 tiles (with AVX512_BF16), and the OS lets this process use them.
+  bool amx_bf16 = false;
+};
+
+// This CPU's, asked once. Thread-safe.
+CpuFeatures ThisCpu();
+
+// `in`: the weights' inputs. `packed_for_few_rows`: whether float32 or bfloat16
+// weights are in the blocked layout the few-rows and AMX kernels read
+// (FewRowsWeights; oneDNN chooses the layout, so on some CPUs they are not);
+// ignored for int8, which is always ours. LinearFewRows() on weights not so packed
+// runs Linear(): the answer is then kOneDnnMatmul.
+LinearKernel ChooseLinearKernel(WeightType type, int64_t in, bool packed_for_few_rows,
+                                LinearCall call, CpuFeatures cpu);
+
+}  // namespace layerserve::kernels
+
+#endif  // LAYERSERVE_KERNELS_LINEAR_KERNEL_CHOICE_H_
