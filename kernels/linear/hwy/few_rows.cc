@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "hwy/highway.h"
+#include "kernels/linear/hwy/row_tiles-inl.h"
 #include "kernels/linear/linear_internal.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -23,6 +24,7 @@ using V = hn::Vec<D>;
 
 constexpr int64_t kLanes = static_cast<int64_t>(hn::MaxLanes(D()));
 constexpr int64_t kVecs = kFewRowsBlockOut / kLanes;  // Vectors per 64 outputs.
+static_assert(kFewRowsBlockOut == kRowTileBlockOut);
 // Rows sharing one pass over a block column: 4 x 4 accumulators + 4 weight vectors
 // fit AVX-512's 32 registers; narrower targets need more vectors per row.
 constexpr int64_t kRowTile = kVecs <= 4 ? 4 : 1;
@@ -33,15 +35,7 @@ void Tile(const FewRowsWeights& w, const float* x, int64_t nb, float* y) {
   const D d;
   const int64_t n0 = nb * kFewRowsBlockOut;
   V acc[kTile][kVecs];
-  for (int64_t v = 0; v < kVecs; ++v) {
-    // Past the last output the bias is not there: start those lanes from 0.
-    HWY_ALIGN float bias[kLanes];
-    for (int64_t l = 0; l < kLanes; ++l) {
-      const int64_t n = n0 + v * kLanes + l;
-      bias[l] = n < w.out ? w.bias[n] : 0.0f;
-    }
-    for (int64_t m = 0; m < kTile; ++m) acc[m][v] = hn::Load(d, bias);
-  }
+  StartFromBias(d, w.bias, n0, w.out, acc);
   const auto* column =
       static_cast<const char*>(w.data) + nb * w.n_block_stride * (kBf16 ? 2 : 4);
   for (int64_t k0 = 0; k0 < w.in; k0 += w.k_block) {
@@ -81,41 +75,16 @@ void Tile(const FewRowsWeights& w, const float* x, int64_t nb, float* y) {
       }
     }
   }
-  const int64_t columns = std::min(kFewRowsBlockOut, w.out - n0);
-  for (int64_t m = 0; m < kTile; ++m) {
-    float* out = y + m * w.out + n0;
-    if (columns == kFewRowsBlockOut) {
-      for (int64_t v = 0; v < kVecs; ++v) hn::StoreU(acc[m][v], d, out + v * kLanes);
-    } else {
-      HWY_ALIGN float all[kFewRowsBlockOut];
-      for (int64_t v = 0; v < kVecs; ++v) hn::Store(acc[m][v], d, all + v * kLanes);
-      std::copy(all, all + columns, out);
-    }
-  }
+  StoreBlock(d, acc, n0, w.out, y);
 }
 
 template <bool kBf16>
 void Run(const FewRowsWeights& w, const float* x, int64_t rows, int64_t nb_begin,
          int64_t nb_end, float* y) {
   for (int64_t nb = nb_begin; nb < nb_end; ++nb) {
-    int64_t m = 0;
-    for (; m + kRowTile <= rows; m += kRowTile) {
-      Tile<kBf16, kRowTile>(w, x + m * w.in, nb, y + m * w.out);
-    }
-    // The last rows in one pass too, so the weights are read once per call.
-    switch (kRowTile == 4 ? rows - m : 0) {
-      case 3:
-        Tile<kBf16, 3>(w, x + m * w.in, nb, y + m * w.out);
-        m += 3;
-        break;
-      case 2:
-        Tile<kBf16, 2>(w, x + m * w.in, nb, y + m * w.out);
-        m += 2;
-        break;
-      default:
-        break;
-    }
-    for (; m < rows; ++m) Tile<kBf16, 1>(w, x + m * w.in, nb, y + m * w.out);
+    ForEachRowTile<kRowTile>(rows, [&](auto tile, int64_t m) {
+      Tile<kBf16, decltype(tile)::value>(w, x + m * w.in, nb, y + m * w.out);
+    });
   }
 }
 

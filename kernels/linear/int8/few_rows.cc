@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "hwy/highway.h"
+#include "kernels/linear/hwy/row_tiles-inl.h"
 #include "kernels/linear/int8/int8_weights.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -27,6 +28,7 @@ using V = hn::Vec<D>;
 
 constexpr int64_t kLanes = static_cast<int64_t>(hn::MaxLanes(D()));
 constexpr int64_t kVecs = kInt8BlockOut / kLanes;  // Vectors per 64 outputs.
+static_assert(kInt8BlockOut == kRowTileBlockOut);
 // Rows sharing one pass over a block: 4 x 4 accumulators + 4 scale and 4 weight
 // vectors fit AVX-512's 32 registers; narrower targets need more vectors per row.
 constexpr int64_t kRowTile = kVecs <= 4 ? 4 : 1;
@@ -38,15 +40,7 @@ void Tile(const Int8Weights& w, const float* x, int64_t nb, float* y) {
   const hn::Rebind<int8_t, D> d8;
   const int64_t n0 = nb * kInt8BlockOut;
   V acc[kTile][kVecs];
-  for (int64_t v = 0; v < kVecs; ++v) {
-    // Past the last output there is no bias: start those lanes from 0.
-    HWY_ALIGN float bias[kLanes];
-    for (int64_t l = 0; l < kLanes; ++l) {
-      const int64_t n = n0 + v * kLanes + l;
-      bias[l] = n < w.out ? w.bias[n] : 0.0f;
-    }
-    for (int64_t m = 0; m < kTile; ++m) acc[m][v] = hn::Load(d, bias);
-  }
+  StartFromBias(d, w.bias.data(), n0, w.out, acc);
   const int8_t* q = w.q.data() + nb * w.in * kInt8BlockOut;
   const float* scales = w.scales.data() + nb * w.groups * kInt8BlockOut;
   for (int64_t g = 0; g < w.groups; ++g) {
@@ -65,17 +59,7 @@ void Tile(const Int8Weights& w, const float* x, int64_t nb, float* y) {
       }
     }
   }
-  const int64_t columns = std::min(kInt8BlockOut, w.out - n0);
-  for (int64_t m = 0; m < kTile; ++m) {
-    float* out = y + m * w.out + n0;
-    if (columns == kInt8BlockOut) {
-      for (int64_t v = 0; v < kVecs; ++v) hn::StoreU(acc[m][v], d, out + v * kLanes);
-    } else {
-      HWY_ALIGN float all[kInt8BlockOut];
-      for (int64_t v = 0; v < kVecs; ++v) hn::Store(acc[m][v], d, all + v * kLanes);
-      std::copy(all, all + columns, out);
-    }
-  }
+  StoreBlock(d, acc, n0, w.out, y);
 }
 
 }  // namespace
@@ -83,24 +67,9 @@ void Tile(const Int8Weights& w, const float* x, int64_t nb, float* y) {
 void LinearInt8FewRowsBlocksImpl(const Int8Weights& w, const float* x, int64_t rows,
                                  int64_t nb_begin, int64_t nb_end, float* y) {
   for (int64_t nb = nb_begin; nb < nb_end; ++nb) {
-    int64_t m = 0;
-    for (; m + kRowTile <= rows; m += kRowTile) {
-      Tile<kRowTile>(w, x + m * w.in, nb, y + m * w.out);
-    }
-    // The last rows in one pass too, so the weights are read once per tile.
-    switch (kRowTile == 4 ? rows - m : 0) {
-      case 3:
-        Tile<3>(w, x + m * w.in, nb, y + m * w.out);
-        m += 3;
-        break;
-      case 2:
-        Tile<2>(w, x + m * w.in, nb, y + m * w.out);
-        m += 2;
-        break;
-      default:
-        break;
-    }
-    for (; m < rows; ++m) Tile<1>(w, x + m * w.in, nb, y + m * w.out);
+    ForEachRowTile<kRowTile>(rows, [&](auto tile, int64_t m) {
+      Tile<decltype(tile)::value>(w, x + m * w.in, nb, y + m * w.out);
+    });
   }
 }
 
