@@ -17,6 +17,8 @@ import sys
 PROTO = "proto"
 LAYERS = {
     "common": set(),
+    # Hand-written code beside the generated protobuf code (proto/wire_dtype.h).
+    "proto": {"common"},
     "kernels": {"common"},
     # The oneDNN baselines the kernels were measured against: for benches and tests
     # only, so no layer above may include them.
@@ -39,7 +41,7 @@ LAYERS = {
     "tools/cli": {"common", "client/cpp", PROTO},
     "tools/loadgen": {"common", "client/cpp", "tools/cli", PROTO},
 }
-PROJECT_ROOTS = ("common/", "kernels/", "server/", "client/", "tools/", "tests/",
+PROJECT_ROOTS = ("common/", "proto/", "kernels/", "server/", "client/", "tools/", "tests/",
                  "bench/", "fuzz/")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 

@@ -40,3 +40,15 @@ def test_client_may_not_include_kernels(tmp_path):
     assert check_layers.violations(str(tmp_path)) == [
         'client/cpp/npy.h: includes "kernels/dtype.h" (kernels), but client/cpp may '
         "include only ['common', 'proto']"]
+
+
+def test_proto_helpers_are_the_proto_layer(tmp_path):
+    make_tree(tmp_path, {
+        "proto/wire_dtype.h": '#include "common/dtype.h"\n'
+                              '#include "layerserve/v1/layerserve.pb.h"\n',
+        "client/cpp/tensor_util.cc": '#include "proto/wire_dtype.h"\n',
+        "kernels/norm.cc": '#include "proto/wire_dtype.h"\n',
+    })
+    assert check_layers.violations(str(tmp_path)) == [
+        'kernels/norm.cc: includes "proto/wire_dtype.h" (proto), but kernels may '
+        "include only ['common']"]
