@@ -2,11 +2,13 @@
 
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "proto/wire_dtype.h"
 
 namespace layerserve::client {
 namespace {
@@ -27,33 +29,14 @@ std::string ConvertValues(ElementType from, const std::string& src, int64_t coun
 }  // namespace
 
 absl::StatusOr<ElementType> ElementTypeFromProto(v1::DataType dtype) {
-  switch (dtype) {
-    case v1::FLOAT32:
-      return ElementType::kFloat32;
-    case v1::BFLOAT16:
-      return ElementType::kBfloat16;
-    case v1::FLOAT16:
-      return ElementType::kFloat16;
-    default:
-      break;
-  }
+  if (std::optional<ElementType> type = ElementTypeOf(dtype)) return *type;
   return absl::InvalidArgumentError(
       absl::StrCat("unsupported dtype ", v1::DataType_Name(dtype).empty()
                                              ? absl::StrCat(static_cast<int>(dtype))
                                              : v1::DataType_Name(dtype)));
 }
 
-v1::DataType ProtoFromElementType(ElementType type) {
-  switch (type) {
-    case ElementType::kFloat32:
-      return v1::FLOAT32;
-    case ElementType::kBfloat16:
-      return v1::BFLOAT16;
-    case ElementType::kFloat16:
-      return v1::FLOAT16;
-  }
-  return v1::DATA_TYPE_UNSPECIFIED;
-}
+v1::DataType ProtoFromElementType(ElementType type) { return DataTypeOf(type); }
 
 absl::StatusOr<v1::Tensor> TensorFromNpy(const NpyArray& array, v1::DataType wire_dtype,
                                          int64_t* saturated) {
@@ -87,11 +70,8 @@ absl::StatusOr<NpyArray> NpyFromTensor(const v1::Tensor& tensor, ElementType npy
     }
     elements *= dim;
   }
-  const int64_t needed = elements * ElementSize(*type);
-  if (static_cast<int64_t>(tensor.data().size()) != needed) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shape ", shape, " ", v1::DataType_Name(tensor.dtype()), " needs ",
-                     needed, " bytes, got ", tensor.data().size()));
+  if (absl::Status size = CheckDataSize(tensor, *type, elements); !size.ok()) {
+    return size;
   }
   NpyArray array;
   array.shape.assign(tensor.shape().begin(), tensor.shape().end());

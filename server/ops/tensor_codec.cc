@@ -3,25 +3,21 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "proto/wire_dtype.h"
 
 namespace layerserve {
-namespace {}  // namespace
 
 absl::StatusOr<ElementType> ElementTypeFromProto(v1::DataType dtype,
                                                  absl::string_view field) {
+  if (std::optional<ElementType> type = ElementTypeOf(dtype)) return *type;
   switch (dtype) {
-    case v1::FLOAT32:
-      return ElementType::kFloat32;
-    case v1::BFLOAT16:
-      return ElementType::kBfloat16;
-    case v1::FLOAT16:
-      return ElementType::kFloat16;
     case v1::DATA_TYPE_UNSPECIFIED:
       return absl::InvalidArgumentError(
           absl::StrCat(field,
@@ -37,18 +33,6 @@ absl::StatusOr<ElementType> ElementTypeFromProto(v1::DataType dtype,
           absl::StrCat(field, ": unknown dtype ", static_cast<int>(dtype),
                        "; expected FLOAT32, BFLOAT16 or FLOAT16"));
   }
-}
-
-v1::DataType ElementTypeToProto(ElementType type) {
-  switch (type) {
-    case ElementType::kFloat32:
-      return v1::FLOAT32;
-    case ElementType::kBfloat16:
-      return v1::BFLOAT16;
-    case ElementType::kFloat16:
-      return v1::FLOAT16;
-  }
-  return v1::DATA_TYPE_UNSPECIFIED;
 }
 
 absl::StatusOr<ElementType> ResolveOutputType(v1::DataType requested,
@@ -97,13 +81,8 @@ absl::StatusOr<TensorInfo> ValidateTensor(const v1::Tensor& tensor,
     elements *= dim;
   }
   info.elements = elements;
-  const int64_t want_bytes = elements * element_size;
-  const int64_t got_bytes = static_cast<int64_t>(tensor.data().size());
-  if (want_bytes != got_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ".data: shape ", ShapeToString(info.shape), " ",
-                     v1::DataType_Name(tensor.dtype()), " needs ", want_bytes,
-                     " bytes, got ", got_bytes));
+  if (absl::Status size = CheckDataSize(tensor, info.dtype, elements); !size.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".data: ", size.message()));
   }
   return info;
 }
@@ -146,7 +125,7 @@ int64_t EncodeTensor(const std::vector<int64_t>& shape, const float* values,
                      int64_t count, ElementType type, v1::Tensor* out,
                      kernels::ValueStats* stats) {
   out->mutable_shape()->Assign(shape.begin(), shape.end());
-  out->set_dtype(ElementTypeToProto(type));
+  out->set_dtype(DataTypeOf(type));
   std::string* data = out->mutable_data();
   ResizeUninitialized(data, count * ElementSize(type));  // All written below.
   if (stats != nullptr && type == ElementType::kFloat32) {

@@ -111,10 +111,10 @@ struct RankRange {
   int max = 8;
 };
 
-// Maps a wire dtype to a kernel element type. `field` names the field in errors.
+// Maps a wire dtype to a kernel element type (proto/wire_dtype.h); the error for a
+// dtype a tensor cannot have names `field`.
 absl::StatusOr<ElementType> ElementTypeFromProto(v1::DataType dtype,
                                                  absl::string_view field);
-v1::DataType ElementTypeToProto(ElementType type);
 
 // The response dtype: `requested` unless it is DATA_TYPE_UNSPECIFIED, then
 // `input_type`. An unknown enum value is INVALID_ARGUMENT naming `field`.

@@ -20,6 +20,8 @@ PROTO = "proto"
 KERNEL_BASICS = {"common", "kernels/common", "kernels/value_stats"}
 LAYERS = {
     "common": set(),
+    # Hand-written code beside the generated protobuf code (proto/wire_dtype.h).
+    "proto": {"common"},
     # The kernels, a folder per family; what every family may use is below them.
     "kernels/common": {"common"},
     "kernels/value_stats": {"common", "kernels/common"},
@@ -54,7 +56,7 @@ LAYERS = {
     "tools/cli": {"common", "client/cpp", PROTO},
     "tools/loadgen": {"common", "client/cpp", "tools/cli", PROTO},
 }
-PROJECT_ROOTS = ("common/", "kernels/", "server/", "client/", "tools/", "tests/",
+PROJECT_ROOTS = ("common/", "proto/", "kernels/", "server/", "client/", "tools/", "tests/",
                  "bench/", "fuzz/")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 

@@ -57,3 +57,15 @@ def test_kernel_families_include_only_what_is_below_them(tmp_path):
         "but kernels/norm may include only ['common', 'kernels/common', "
         "'kernels/value_stats']",
         "kernels/stray.cc: in no family folder of kernels/ (LAYERS)"]
+
+
+def test_proto_helpers_are_the_proto_layer(tmp_path):
+    make_tree(tmp_path, {
+        "proto/wire_dtype.h": '#include "common/dtype.h"\n'
+                              '#include "layerserve/v1/layerserve.pb.h"\n',
+        "client/cpp/tensor_util.cc": '#include "proto/wire_dtype.h"\n',
+        "kernels/norm/norm.cc": '#include "proto/wire_dtype.h"\n',
+    })
+    assert check_layers.violations(str(tmp_path)) == [
+        'kernels/norm/norm.cc: includes "proto/wire_dtype.h" (proto), but kernels/norm may '
+        "include only ['common', 'kernels/common', 'kernels/value_stats']"]

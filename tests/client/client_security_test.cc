@@ -23,6 +23,7 @@
 #include "client/cpp/tensor_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/loopback_server.h"
 #include "tests/testing/server_child.h"
 #include "tests/testing/status_matchers.h"
 
@@ -331,15 +332,12 @@ class RecordingService final : public v1::LayerService::Service,
 
 TEST(ClientTokenTest, EveryLayerServiceCallCarriesTheTokenAndHealthDoesNot) {
   RecordingService service;
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(static_cast<v1::LayerService::Service*>(&service));
-  builder.RegisterService(static_cast<grpc::health::v1::Health::Service*>(&service));
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
+  testing::LoopbackServer server(
+      {static_cast<v1::LayerService::Service*>(&service),
+       static_cast<grpc::health::v1::Health::Service*>(&service)});
+  ASSERT_TRUE(server.started());
   ClientOptions options;
-  options.target = absl::StrCat("127.0.0.1:", port);
+  options.target = server.target();
   options.token = kToken;
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
   ASSERT_TRUE(client.ok()) << client.status();
@@ -348,7 +346,7 @@ TEST(ClientTokenTest, EveryLayerServiceCallCarriesTheTokenAndHealthDoesNot) {
   EXPECT_THAT(
       service.seen(),
       ::testing::ElementsAre(absl::StrCat("ListModels Bearer ", kToken), "Health -"));
-  server->Shutdown();
+  server.Shutdown();
 }
 
 }  // namespace

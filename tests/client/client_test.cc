@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/loopback_server.h"
 #include "tests/testing/status_matchers.h"
 
 namespace layerserve::client {
@@ -115,22 +116,16 @@ class FakeServer {
                                                           "draining"),
                       std::shared_ptr<grpc::ServerCredentials> credentials =
                           grpc::InsecureServerCredentials())
-      : service_(failures, std::move(failure)) {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", credentials, &port_);
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-  }
-  ~FakeServer() { server_->Shutdown(); }
+      : service_(failures, std::move(failure)),
+        server_(&service_, std::move(credentials)) {}
 
-  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string target() const { return server_.target(); }
   int calls() const { return service_.calls(); }
   std::vector<std::string> headers() const { return service_.headers(); }
 
  private:
   FakeService service_;
-  int port_ = 0;
-  std::unique_ptr<grpc::Server> server_;
+  testing::LoopbackServer server_;  // Shut down before service_ is destroyed.
 };
 
 // Fast retries, so tests take milliseconds.
@@ -252,22 +247,20 @@ TEST(ClientTest, RetriesUntilAServerListens) {
   options.retry.max_attempts = 1000;
   options.retry.initial_backoff = absl::Milliseconds(10);
   options.retry.max_backoff = absl::Milliseconds(20);
-  std::unique_ptr<grpc::Server> late;
+  std::unique_ptr<testing::LoopbackServer> late;
   int started_after_attempt = 0;
-  grpc::ServerBuilder builder;
   FakeService service(0, grpc::Status::OK);
   options.on_retry = [&](const RetryEvent& e) {
     events.push_back(e);
     if (e.attempt == 3) {  // Start the server between attempts 3 and 4.
-      builder.AddListeningPort(target, grpc::InsecureServerCredentials());
-      builder.RegisterService(&service);
-      late = builder.BuildAndStart();
+      late = std::make_unique<testing::LoopbackServer>(
+          &service, grpc::InsecureServerCredentials(), port);
       started_after_attempt = e.attempt;
     }
   };
   std::unique_ptr<Client> client = MakeClient(options);
   absl::StatusOr<v1::NormalizeResponse> response = client->Normalize(Request());
-  ASSERT_NE(late, nullptr) << "port " << port << " was taken";
+  ASSERT_TRUE(late != nullptr && late->started()) << "port " << port << " was taken";
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->output().data(), std::string(8, '\x01'));
   EXPECT_EQ(started_after_attempt, 3);

@@ -32,6 +32,7 @@
 #include "server/ops/worker_context.h"
 #include "server/rpc/dispatch.h"
 #include "server/sessions/session_store.h"
+#include "tests/testing/loopback_server.h"
 #include "tests/testing/wire_tensors.h"
 
 namespace layerserve {
@@ -226,14 +227,9 @@ class ChunkedPrefillTest : public ::testing::Test {
   void SetUp() override {
     observer = &observer_;
     service_ = std::make_unique<ChunkingService>(kChunk);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    stub_ = v1::LayerService::NewStub(grpc::CreateChannel(
-        "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+    server_ = std::make_unique<testing::LoopbackServer>(service_.get());
+    ASSERT_TRUE(server_->started());
+    stub_ = v1::LayerService::NewStub(server_->NewInsecureChannel());
   }
 
   void TearDown() override {
@@ -322,7 +318,7 @@ class ChunkedPrefillTest : public ::testing::Test {
   std::unique_ptr<ModelRepository> models_ =
       ModelRepository::Demo(kernels::WeightType::kFloat32);
   std::unique_ptr<ChunkingService> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<testing::LoopbackServer> server_;
   std::unique_ptr<v1::LayerService::Stub> stub_;
 };
 

@@ -35,6 +35,7 @@
 #include "server/rpc/call.h"
 #include "server/rpc/dispatch.h"
 #include "server/sessions/session_store.h"
+#include "tests/testing/loopback_server.h"
 #include "tests/testing/wire_tensors.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -264,14 +265,9 @@ class ExceptionBoundaryTest : public ::testing::Test {
     batch.max_batch_rows = batch_rows;
     batch.max_queue_delay = batch_rows > 1 ? absl::Seconds(30) : absl::ZeroDuration();
     service_ = std::make_unique<FaultyService>(run, batch);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    stub_ = v1::LayerService::NewStub(grpc::CreateChannel(
-        "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+    server_ = std::make_unique<testing::LoopbackServer>(service_.get());
+    ASSERT_TRUE(server_->started());
+    stub_ = v1::LayerService::NewStub(server_->NewInsecureChannel());
   }
 
   void TearDown() override {
@@ -363,7 +359,7 @@ class ExceptionBoundaryTest : public ::testing::Test {
   }
 
   std::unique_ptr<FaultyService> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<testing::LoopbackServer> server_;
   std::unique_ptr<v1::LayerService::Stub> stub_;
 };
 

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "gtest/gtest.h"
+#include "tests/testing/loopback_server.h"
 
 namespace layerserve {
 namespace {
@@ -18,14 +19,9 @@ using grpc::health::v1::HealthCheckResponse;
 class HealthServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(&health_);
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    stub_ = Health::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                                grpc::InsecureChannelCredentials()));
+    server_ = std::make_unique<testing::LoopbackServer>(&health_);
+    ASSERT_TRUE(server_->started());
+    stub_ = Health::NewStub(server_->NewInsecureChannel());
   }
   void TearDown() override {
     health_.Shutdown();
@@ -41,7 +37,7 @@ class HealthServiceTest : public ::testing::Test {
   }
 
   HealthService health_{{"svc.A", "svc.Failed"}, {"svc.Failed"}};
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<testing::LoopbackServer> server_;
   std::unique_ptr<Health::Stub> stub_;
 };
 

@@ -18,6 +18,7 @@
 #include "kernels/norm/norm.h"
 #include "tests/golden/golden_json.h"
 #include "tests/golden/norm_golden.h"
+#include "tests/testing/loopback_server.h"
 #include "tests/testing/wire_tensors.h"
 
 namespace layerserve {
@@ -49,15 +50,10 @@ class ServiceTest : public ::testing::Test {
     ServiceOptions options;
     options.compute_threads = 2;
     service_ = std::make_unique<LayerServiceImpl>(options, &metrics_, models_.get());
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    ASSERT_GT(port, 0);
-    stub_ = v1::LayerService::NewStub(grpc::CreateChannel(
-        "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+    server_ = std::make_unique<testing::LoopbackServer>(service_.get());
+    ASSERT_TRUE(server_->started());
+    ASSERT_GT(server_->port(), 0);
+    stub_ = v1::LayerService::NewStub(server_->NewInsecureChannel());
   }
 
   void TearDown() override {
@@ -109,7 +105,7 @@ class ServiceTest : public ::testing::Test {
   std::unique_ptr<ModelRepository> models_ =
       ModelRepository::Demo(kernels::WeightType::kFloat32);
   std::unique_ptr<LayerServiceImpl> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<testing::LoopbackServer> server_;
   std::unique_ptr<v1::LayerService::Stub> stub_;
 };
 
