@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "server/metrics/metrics.h"
 #include "server/models/layer_span.h"
+#include "server/models/model_info_proto.h"
 #include "server/models/model_repository.h"
 #include "server/rpc/allocator.h"
 #include "server/rpc/health_service.h"
