@@ -69,6 +69,7 @@ namespace layerserve {
 class Metrics;
 class ModelRepository;
 class SessionStore;
+struct BlockForwardOptions;
 struct OutputHealth;
 struct WorkerContext;
 
@@ -77,9 +78,9 @@ struct WorkerContext;
 struct ParseContext {
   const ModelRepository* models = nullptr;
   SessionStore* sessions = nullptr;  // Null: no sessions (Parse refuses them).
-  // --prefill-chunk-tokens: a session call of more tokens runs this many at a time
-  // (BlockForwardOp); 0: every call runs whole.
-  int64_t prefill_chunk_tokens = 0;
+  // The service's settings of the operations that have some (server/ops/<op>.h);
+  // null: the operation's defaults.
+  const BlockForwardOptions* block_forward = nullptr;
 };
 
 // Whether every call of a running batch was cancelled or passed its deadline, so

@@ -204,7 +204,7 @@ int Run(const ServerConfig& config) {
   options.batch.max_queue_size = config.max_queue_size;
   options.max_request_elements = config.max_request_elements;
   options.max_response_bytes = max_message_bytes;
-  options.prefill_chunk_tokens = config.prefill_chunk_tokens;
+  options.block_forward.prefill_chunk_tokens = config.prefill_chunk_tokens;
   options.sessions.cache_type = config.kv_cache_dtype == "float32"
                                     ? kernels::KvCacheType::kFloat32
                                     : kernels::KvCacheType::kBfloat16;

@@ -31,7 +31,7 @@ absl::Status RunWarmUpCall(const ModelRepository& models, SessionStore& sessions
   EncodeTensor({tokens, d}, values.data(), tokens * d, ElementType::kFloat32,
                request.mutable_hidden_states());
   absl::StatusOr<BlockForwardJob> job =
-      BlockForwardOp::Parse(request, ParseContext{&models, &sessions, 0});
+      BlockForwardOp::Parse(request, ParseContext{&models, &sessions});
   if (!job.ok()) return job.status();
   v1::BlockForwardResponse response;
   try {
