@@ -84,6 +84,17 @@ bool HoldsTensor(const google::protobuf::Descriptor& type, int depth = 0) {
   return false;
 }
 
+// Whether requests of `type` name a served model (a `model` field): their calls'
+// series carry the model as a label once it is resolved.
+bool NamesAModel(const google::protobuf::Descriptor& type) {
+  return type.FindFieldByName("model") != nullptr;
+}
+
+// layerserve.v1.LayerService, whose methods the series are made for in advance.
+const google::protobuf::ServiceDescriptor& LayerService() {
+  return *v1::NormalizeRequest::descriptor()->file()->FindServiceByName("LayerService");
+}
+
 std::string OnednnVersion() {
   const dnnl_version_t* v = dnnl_version();
   return absl::StrCat(v->major, ".", v->minor, ".", v->patch);
@@ -276,8 +287,7 @@ Metrics::Metrics()
   // dashboard panel and alert then has its series from the first scrape, and
   // rate()/increase() see a counter's first rise (a series born at 1 has none).
   // Requests still find their series through Add() (or Remembered) as before.
-  const google::protobuf::ServiceDescriptor& service =
-      *v1::NormalizeRequest::descriptor()->file()->FindServiceByName("LayerService");
+  const google::protobuf::ServiceDescriptor& service = LayerService();
   for (int i = 0; i < service.method_count(); ++i) {
     const google::protobuf::MethodDescriptor& method = *service.method(i);
     for (grpc::StatusCode code : kAnsweredCodes) {
@@ -445,8 +455,9 @@ void Metrics::SessionTokens(int64_t tokens) {
       .Increment(static_cast<double>(tokens));
 }
 
-void Metrics::DecodeStep(absl::string_view model, absl::Duration took) {
-  Series("BlockForward", model)
+void Metrics::DecodeStep(absl::string_view method, absl::string_view model,
+                         absl::Duration took) {
+  Series(method, model)
       .decode_step_duration
       .Get([&]() -> auto& {
         return decode_step_duration_.Add({{"model", std::string(model)}},
@@ -462,9 +473,12 @@ void Metrics::ModelInfo(absl::string_view model, absl::string_view weight_dtype,
             {"weight_dtype", std::string(weight_dtype)},
             {"weight_group_size", std::to_string(weight_group_size)}})
       .Set(1);
-  for (const char* method : {"BlockForward", "OpenSession"}) {
+  const google::protobuf::ServiceDescriptor& service = LayerService();
+  for (int i = 0; i < service.method_count(); ++i) {
+    const google::protobuf::MethodDescriptor& method = *service.method(i);
+    if (!NamesAModel(*method.input_type())) continue;
     for (grpc::StatusCode code : kAnsweredCodes) {
-      requests_total_.Add({{"method", method},
+      requests_total_.Add({{"method", method.name()},
                            {"model", std::string(model)},
                            {"code", StatusCodeName(code)}});
     }

@@ -75,14 +75,16 @@ class Metrics {
   void SessionEvicted();
   // Tokens a session call added: prefill (a call of several tokens) or decode (one).
   void SessionTokens(int64_t tokens);
-  // A one-token session call of `model` took `took`, handler to finish.
-  void DecodeStep(absl::string_view model, absl::Duration took);
+  // A one-token session call of `method` (BlockForward) and `model` took `took`,
+  // handler to finish.
+  void DecodeStep(absl::string_view method, absl::string_view model, absl::Duration took);
 
   // layerserve_model_info{model, weight_dtype, weight_group_size} = 1 for a model
   // the server serves: how its weights are held (weight_dtype as ModelInfo names it,
   // "FLOAT32", "BFLOAT16" or "INT8"; weight_group_size as ModelInfo's, 0 but for
   // INT8). Called once per model at start-up; it also makes the model's request
-  // counters (BlockForward and OpenSession, every answered code) exist at 0.
+  // counters exist at 0: of every answered code and every LayerService method whose
+  // request names a model (a `model` field: BlockForward, OpenSession).
   void ModelInfo(absl::string_view model, absl::string_view weight_dtype,
                  int64_t weight_group_size);
   // Drops the model_info series of a model a reload removed.

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -61,8 +62,11 @@ struct Model {
   }
 };
 
-// How ModelInfo.weight_dtype names `type` (FLOAT32, BFLOAT16, INT8).
-v1::DataType WeightDtype(kernels::WeightType type);
+// Sets `model`'s span from `span` and its config: FAILED_PRECONDITION when the
+// model has fewer layers than the span's end.
+absl::Status SetModelSpan(const LayerSpan& span, Model& model);
+// Sets how `model`'s weights are held (Model::weight_type, weight_group_size).
+void SetModelWeightFormat(const kernels::WeightFormat& format, Model& model);
 
 // What a reload did, for its log line and the health service and metrics.
 struct ReloadReport {
@@ -90,9 +94,7 @@ class ModelRepository {
   // layers than span.end is FAILED.
   static absl::StatusOr<std::unique_ptr<ModelRepository>> Load(
       const std::string& dir, kernels::WeightFormat format, LayerSpan span = {});
-  // The built-in `demo` model: Llama-style, hidden 512, 8 heads, 2 KV heads,
-  // d_ff 1408, 4 layers, weights from a fixed seed (the same weights per layer
-  // whatever `span` holds).
+  // Of the built-in `demo` model alone (server/models/demo_model.h).
   static std::unique_ptr<ModelRepository> Demo(kernels::WeightFormat format,
                                                LayerSpan span = {});
   // One model from a checkpoint directory (used by Load and by tests).

@@ -6,7 +6,6 @@
 #define LAYERSERVE_SERVER_OPS_ACTIVATE_H_
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -42,21 +41,16 @@ absl::StatusOr<ActivateJob> ParseActivateRequest(const v1::ActivateRequest&& req
 // Runs the kernel and fills `response`; returns the output's numeric health.
 OutputHealth RunActivate(const ActivateJob& job, v1::ActivateResponse* response);
 
-struct ActivateOp : OperationDefaults {
+struct ActivateOp : OneTensorOperation<ActivateOp> {
   using Job = ActivateJob;
   using Request = v1::ActivateRequest;
   using Response = v1::ActivateResponse;
   static constexpr const char* kMethod = "Activate";
-  static constexpr BatchRun kBatchRun = BatchRun::kOneCallPerRequest;
 
   static absl::StatusOr<Job> Parse(const Request& request, const ParseContext&) {
     return ParseActivateRequest(request);
   }
-  static std::string BatchKey(const Job&) { return kMethod; }
-  static int64_t Rows(const Job& job) { return job.input.info.rows(); }
-  static int64_t Elements(const Job& job) { return job.input.info.elements; }
   static kernels::ValueStats InputStats(const Job& job, const OutputHealth& output);
-  static ElementType OutputType(const Job& job) { return job.output_type; }
   static OutputHealth Run(WorkerContext& worker, const Job& job, Response* response);
 };
 

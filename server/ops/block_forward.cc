@@ -363,7 +363,7 @@ void BlockForwardOp::RecordComputed(const Job& job, const OutputHealth& health,
   metrics.AttentionEntropy(job.model->name, health.attention_entropy_nats);
   if (job.session) {
     metrics.SessionTokens(job.tokens);
-    if (job.tokens == 1) metrics.DecodeStep(job.model->name, call_elapsed);
+    if (job.tokens == 1) metrics.DecodeStep(kMethod, job.model->name, call_elapsed);
   }
 }
 

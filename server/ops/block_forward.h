@@ -131,6 +131,13 @@ inline bool BlockForwardGathers(bool session_step, int64_t weight_bytes,
   return last_level_cache_bytes == 0 || weight_bytes > last_level_cache_bytes;
 }
 
+// The service's settings of BlockForward (ParseContext::block_forward).
+struct BlockForwardOptions {
+  // --prefill-chunk-tokens: a session call of more tokens runs this many at a time
+  // (BlockForwardJob::chunk_tokens); 0: every call runs whole.
+  int64_t prefill_chunk_tokens = 0;
+};
+
 struct BlockForwardOp : OperationDefaults {
   using Job = BlockForwardJob;
   using Request = v1::BlockForwardRequest;
@@ -140,8 +147,10 @@ struct BlockForwardOp : OperationDefaults {
   static constexpr BatchRun kBatchRun = BatchRun::kOneCallPerBatch;
 
   static absl::StatusOr<Job> Parse(const Request& request, const ParseContext& context) {
+    const BlockForwardOptions options =
+        context.block_forward != nullptr ? *context.block_forward : BlockForwardOptions{};
     return ParseBlockForwardRequest(request, *context.models, context.sessions,
-                                    context.prefill_chunk_tokens);
+                                    options.prefill_chunk_tokens);
   }
   // Decode steps and longer sequences never share a kernel call (kernels/block/block.h
   // sends them to different ones), so they queue apart: a prefill runs beside the

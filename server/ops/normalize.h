@@ -5,9 +5,6 @@
 #ifndef LAYERSERVE_SERVER_OPS_NORMALIZE_H_
 #define LAYERSERVE_SERVER_OPS_NORMALIZE_H_
 
-#include <cstdint>
-#include <string>
-
 #include "absl/status/statusor.h"
 #include "common/dtype.h"
 #include "kernels/norm/norm.h"
@@ -43,21 +40,16 @@ absl::StatusOr<NormalizeJob> ParseNormalizeRequest(const v1::NormalizeRequest&& 
 // Runs the kernel and fills `response`; returns the output's numeric health.
 OutputHealth RunNormalize(const NormalizeJob& job, v1::NormalizeResponse* response);
 
-struct NormalizeOp : OperationDefaults {
+struct NormalizeOp : OneTensorOperation<NormalizeOp> {
   using Job = NormalizeJob;
   using Request = v1::NormalizeRequest;
   using Response = v1::NormalizeResponse;
   static constexpr const char* kMethod = "Normalize";
-  static constexpr BatchRun kBatchRun = BatchRun::kOneCallPerRequest;
 
   static absl::StatusOr<Job> Parse(const Request& request, const ParseContext&) {
     return ParseNormalizeRequest(request);
   }
-  static std::string BatchKey(const Job&) { return kMethod; }
-  static int64_t Rows(const Job& job) { return job.input.info.rows(); }
-  static int64_t Elements(const Job& job) { return job.input.info.elements; }
   static kernels::ValueStats InputStats(const Job& job, const OutputHealth& output);
-  static ElementType OutputType(const Job& job) { return job.output_type; }
   static OutputHealth Run(WorkerContext& worker, const Job& job, Response* response);
 };
 

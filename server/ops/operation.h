@@ -4,7 +4,8 @@
 //
 // An operation is a stateless struct of static members, in its op's own header
 // (e.g. NormalizeOp in server/ops/normalize.h), usually deriving from
-// OperationDefaults. It must provide:
+// OperationDefaults (or OneTensorOperation, which adds what operations on one input
+// tensor share). It must provide:
 //
 //   using Job = ...;        The validated request, as the kernels take it.
 //   using Request = ...;    The RPC's request and response messages.
@@ -60,6 +61,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <string>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -69,6 +71,7 @@ namespace layerserve {
 class Metrics;
 class ModelRepository;
 class SessionStore;
+struct BlockForwardOptions;
 struct OutputHealth;
 struct WorkerContext;
 
@@ -77,9 +80,9 @@ struct WorkerContext;
 struct ParseContext {
   const ModelRepository* models = nullptr;
   SessionStore* sessions = nullptr;  // Null: no sessions (Parse refuses them).
-  // --prefill-chunk-tokens: a session call of more tokens runs this many at a time
-  // (BlockForwardOp); 0: every call runs whole.
-  int64_t prefill_chunk_tokens = 0;
+  // The service's settings of the operations that have some (server/ops/<op>.h);
+  // null: the operation's defaults.
+  const BlockForwardOptions* block_forward = nullptr;
 };
 
 // Whether every call of a running batch was cancelled or passed its deadline, so
@@ -150,6 +153,34 @@ struct OperationDefaults {
   // dispatcher accepted past Parse.
   template <typename Job>
   static void End(Job&, JobOutcome) {}
+};
+
+// What an operation `Op` whose job holds one input tensor (`input`, a DecodedTensor)
+// and its `output_type` shares with the others of its kind (Normalize, Activate):
+// one kernel call per request, every job under one batch key, the input's rows and
+// values its size. `Op` still provides Job, Request, Response, kMethod, Parse,
+// InputStats and Run.
+template <typename Op>
+struct OneTensorOperation : OperationDefaults {
+  static constexpr BatchRun kBatchRun = BatchRun::kOneCallPerRequest;
+
+  // Its jobs run as a kernel call each: any may share a batch with any other.
+  template <typename Job>
+  static std::string BatchKey(const Job&) {
+    return Op::kMethod;
+  }
+  template <typename Job>
+  static int64_t Rows(const Job& job) {
+    return job.input.info.rows();
+  }
+  template <typename Job>
+  static int64_t Elements(const Job& job) {
+    return job.input.info.elements;
+  }
+  template <typename Job>
+  static auto OutputType(const Job& job) {
+    return job.output_type;
+  }
 };
 
 }  // namespace layerserve

@@ -114,6 +114,16 @@ class OperationTask final : public ServedTask {
   // Queued again for its next part.
   bool resumed() const override { return parts_ > 0; }
 
+  // The batch key it queues under.
+  const std::string& key() const { return key_; }
+  // Whether it may run on the thread that received it, when a worker is idle:
+  // small requests whose Op allows it (MayRunInline). The hand-off would cost more
+  // than their kernel, and, run as their own kernel call, they gain nothing from
+  // waiting for company.
+  bool small_enough_to_run_inline() const {
+    return Op::MayRunInline(job_) && Op::Elements(job_) <= kMaxInlineElements;
+  }
+
   void Refuse(const grpc::Status& status) override {
     Answer(JobOutcome::kNotComputed, status);
   }
@@ -310,6 +320,42 @@ inline bool AdmitCall(const DispatchContext& service, Call& call) {
   return true;
 }
 
+// The first steps of every admitted compute call: validate, label the call with
+// its model, check the element limit. Returns the task that carries the job and the
+// call (`call` is moved from then), or null once `call` was answered instead (the
+// request refused). May throw, `call` then still pending.
+template <typename Op>
+std::unique_ptr<OperationTask<Op>> ParseTask(const DispatchContext& service, Call& call,
+                                             const typename Op::Request& request,
+                                             typename Op::Response* response) {
+  absl::StatusOr<typename Op::Job> job = Op::Parse(request, service.parse);
+  if (!job.ok()) {
+    call.Finish(ToGrpcStatus(job.status()));
+    return nullptr;
+  }
+  // An operation that names no model keeps the label the caller gave (the Open
+  // Inference Protocol's built-in model names).
+  if (const absl::string_view model = Op::ModelLabel(*job); !model.empty()) {
+    call.set_model(std::string(model));
+  }
+  const int64_t elements = Op::Elements(*job);
+  if (elements > service.max_request_elements) {
+    Op::End(*job, JobOutcome::kNotComputed);
+    call.Finish(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("request too large: ", elements,
+                     " values, over the server's limit "
+                     "of ",
+                     service.max_request_elements,
+                     " (--max-request-elements); split it into smaller requests")));
+    return nullptr;
+  }
+  std::string key = Op::BatchKey(*job);
+  return std::make_unique<OperationTask<Op>>(std::move(call), std::move(*job), response,
+                                             std::move(key), service.batcher,
+                                             service.max_response_bytes);
+}
+
 // The path of a compute request after its call was admitted: validate, check the
 // element limit, run here or queue under the job's batch key. The call may be
 // answered before or after this returns. `request` and `response` must live until
@@ -322,37 +368,11 @@ void DispatchAdmitted(const DispatchContext& service, Call call,
   // Holds the call once made.
   std::unique_ptr<BatchTask> task;
   try {
-    absl::StatusOr<typename Op::Job> job = Op::Parse(request, service.parse);
-    if (!job.ok()) {
-      call.Finish(ToGrpcStatus(job.status()));
-      return;
-    }
-    // An operation that names no model keeps the label the caller gave (the Open
-    // Inference Protocol's built-in model names).
-    if (const absl::string_view model = Op::ModelLabel(*job); !model.empty()) {
-      call.set_model(std::string(model));
-    }
-    const int64_t elements = Op::Elements(*job);
-    if (elements > service.max_request_elements) {
-      Op::End(*job, JobOutcome::kNotComputed);
-      call.Finish(grpc::Status(
-          grpc::StatusCode::RESOURCE_EXHAUSTED,
-          absl::StrCat("request too large: ", elements,
-                       " values, over the server's limit "
-                       "of ",
-                       service.max_request_elements,
-                       " (--max-request-elements); split it into smaller requests")));
-      return;
-    }
-    const std::string key = Op::BatchKey(*job);
-    // Small requests run here when a worker is idle: the hand-off would cost more
-    // than their kernel, and, run as their own kernel call, they gain nothing from
-    // waiting for company. Ops whose requests share a call say so (MayRunInline).
-    may_run_inline =
-        may_run_inline && Op::MayRunInline(*job) && elements <= kMaxInlineElements;
-    task = std::make_unique<OperationTask<Op>>(std::move(call), std::move(*job), response,
-                                               key, service.batcher,
-                                               service.max_response_bytes);
+    task = ParseTask<Op>(service, call, request, response);
+    if (task == nullptr) return;
+    const auto& parsed = static_cast<const OperationTask<Op>&>(*task);
+    const std::string key = parsed.key();
+    may_run_inline = may_run_inline && parsed.small_enough_to_run_inline();
     if (may_run_inline && service.batcher->TryRunInline(task)) return;
     const absl::Status queued = service.batcher->Schedule(key, task);
     if (!queued.ok()) {
@@ -369,6 +389,33 @@ void DispatchAdmitted(const DispatchContext& service, Call call,
       call.FinishWithCurrentException();
     }
   }
+}
+
+// Runs an admitted compute call on `worker`, on this thread and now, as a batch of
+// its own: DispatchAdmitted's path, but for where the job runs. For work that must
+// run on one given worker (the warm-up, which warms each worker's buffers):
+// DispatchAdmitted hands a job to whichever worker is free. The call is answered
+// when this returns; `request` and `response` must live until then.
+template <typename Op>
+void RunAdmittedOn(WorkerContext& worker, const DispatchContext& service, Call call,
+                   const typename Op::Request& request, typename Op::Response* response) {
+  Batch batch;
+  // Holds the call once made.
+  std::unique_ptr<BatchTask> task;
+  try {
+    task = ParseTask<Op>(service, call, request, response);
+    if (task == nullptr) return;
+    batch.push_back(std::move(task));
+  } catch (...) {
+    // A parse or an allocation threw; nothing was computed.
+    if (task != nullptr) {
+      static_cast<ServedTask&>(*task).Refuse(StatusOfCurrentException(Op::kMethod));
+    } else {
+      call.FinishWithCurrentException();
+    }
+    return;
+  }
+  RunServedBatch(worker, batch, *service.metrics);
 }
 
 // The shape of every compute RPC of layerserve.v1: refuse while draining, then

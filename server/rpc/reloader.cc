@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/models/model_info_proto.h"
 
 namespace layerserve {
 namespace {

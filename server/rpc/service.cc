@@ -33,7 +33,7 @@ LayerServiceImpl::LayerServiceImpl(const ServiceOptions& options, Metrics* metri
                 &calls_,
                 &draining_,
                 &batcher_,
-                ParseContext{models, &sessions_, options.prefill_chunk_tokens},
+                ParseContext{models, &sessions_, &options_.block_forward},
                 options.max_request_elements,
                 options.max_response_bytes} {}
 
@@ -156,7 +156,7 @@ int LayerServiceImpl::WarmUp(const ModelRepository& models) {
   SessionOptions options = options_.sessions;
   options.replica += "-warm-up";
   SessionStore sessions(options, /*metrics=*/nullptr);
-  const int64_t tokens = WarmUpTokens(options_.prefill_chunk_tokens);
+  const int64_t tokens = WarmUpTokens(options_.block_forward.prefill_chunk_tokens);
   std::atomic<int> warmed{0};
   batcher_.RunOnEachWorker([&](WorkerContext& worker) {
     // While serving (a reload), a worker's last batch left it sharing loops with

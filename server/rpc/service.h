@@ -14,6 +14,7 @@
 #include "server/batching/batcher.h"
 #include "server/metrics/metrics.h"
 #include "server/models/model_repository.h"
+#include "server/ops/block_forward.h"
 #include "server/ops/worker_context.h"
 #include "server/rpc/call_tracker.h"
 #include "server/rpc/dispatch.h"
@@ -28,9 +29,7 @@ struct ServiceOptions {
   // (--max-request-elements); larger requests get RESOURCE_EXHAUSTED.
   int64_t max_request_elements = int64_t{1} << 26;
   SessionOptions sessions;
-  // A session call of more tokens runs this many at a time, decode steps between
-  // (--prefill-chunk-tokens; BlockForwardJob::chunk_tokens); 0: whole.
-  int64_t prefill_chunk_tokens = 0;
+  BlockForwardOptions block_forward;
   // Largest response gRPC will send (--max-message-bytes): a larger one is
   // answered RESOURCE_EXHAUSTED by the service, with the numbers.
   int64_t max_response_bytes = int64_t{256} << 20;

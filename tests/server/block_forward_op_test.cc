@@ -58,8 +58,9 @@ class BlockForwardOpTest : public ::testing::Test {
     *request.mutable_hidden_states() =
         MakeTensor({tokens, 512}, values, ElementType::kFloat32);
     requests_.push_back(request);
-    return BlockForwardOp::Parse(
-        requests_.back(), ParseContext{models_.get(), sessions_.get(), chunk_tokens});
+    const BlockForwardOptions options{chunk_tokens};
+    return BlockForwardOp::Parse(requests_.back(),
+                                 ParseContext{models_.get(), sessions_.get(), &options});
   }
 
   std::unique_ptr<ModelRepository> models_ =

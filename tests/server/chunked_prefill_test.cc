@@ -131,7 +131,8 @@ struct ObservedBlockForwardOp : BlockForwardOp {
 class ChunkingService final : public v1::LayerService::CallbackService {
  public:
   explicit ChunkingService(int64_t chunk_tokens)
-      : sessions_(SessionOptions{}, &metrics_),
+      : block_forward_{chunk_tokens},
+        sessions_(SessionOptions{}, &metrics_),
         batcher_(
             BatchOptions{}, /*num_threads=*/1,
             [this](WorkerContext& worker, Batch& tasks) {
@@ -142,7 +143,7 @@ class ChunkingService final : public v1::LayerService::CallbackService {
                   &calls_,
                   &draining_,
                   &batcher_,
-                  ParseContext{models_.get(), &sessions_, chunk_tokens},
+                  ParseContext{models_.get(), &sessions_, &block_forward_},
                   /*max_request_elements=*/int64_t{1} << 26,
                   /*max_response_bytes=*/int64_t{256} << 20} {}
 
@@ -170,6 +171,7 @@ class ChunkingService final : public v1::LayerService::CallbackService {
   int64_t depth() const { return depth_.load(); }
 
  private:
+  const BlockForwardOptions block_forward_;
   Metrics metrics_;
   CallTracker calls_;
   std::atomic<bool> draining_{false};

@@ -159,7 +159,7 @@ TEST(MetricsTest, ModelCallsCarryTheModelLabel) {
   metrics.RequestStarted("BlockForward", 10);
   metrics.RequestFinished("BlockForward", "", grpc::StatusCode::NOT_FOUND,
                           absl::Milliseconds(1), 0);
-  metrics.DecodeStep("llama", absl::Milliseconds(2));
+  metrics.DecodeStep("BlockForward", "llama", absl::Milliseconds(2));
 
   requests = Counters(metrics, "layerserve_requests_total");
   std::map<Labels, double> nonzero;
