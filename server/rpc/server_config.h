@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "kernels/linear.h"
+#include "kernels/linear/linear.h"
 
 namespace layerserve {
 
