@@ -23,7 +23,11 @@
 // Finite inputs of any magnitude give finite outputs (e.g. silu(-1e20) = -0); a
 // gated product act(gate) * up may still overflow to +-inf, as in PyTorch.
 //
-// Threads: the kernels never start threads; each call runs on its caller's thread.
+// Threads: the kernels never start threads; each call runs on its caller's thread,
+// and calls on different outputs may run at once. No pointer needs alignment. The
+// kernels allocate nothing and never throw; bad sizes are not checked (REQUIRES).
+// Outputs of 8 MiB or more are written with non-temporal stores
+// (internal::UsesStreamingStores), fenced before the call returns.
 #ifndef LAYERSERVE_KERNELS_ACTIVATION_H_
 #define LAYERSERVE_KERNELS_ACTIVATION_H_
 

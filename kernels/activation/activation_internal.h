@@ -27,7 +27,9 @@ void GatedActivateHighway(Activation act, const float* gate, const float* up,
 // The Highway target the loops above dispatch to ("AVX3", "AVX2"...).
 const char* ActivationHighwayTarget();
 
-// True when the fast kernels write an output of n values with streaming stores.
+// True when the fast kernels write an output of n values with streaming stores
+// (8 MiB or more: chosen because streaming won from there, see
+// docs/perf/2026-11-30-activation-kernels.md).
 bool UsesStreamingStores(int64_t n);
 
 }  // namespace layerserve::kernels::internal

@@ -1,6 +1,8 @@
 // The size of the cache a worker's data falls back to before memory: a fact of the
 // hardware the server's policies read (whether decode batches gather,
-// server/ops/block_forward.h). Thread-safe.
+// server/ops/block_forward.h). Every function here is thread-safe, reads no input
+// beyond its arguments and sysfs, and reports what it cannot read as 0 (never throws
+// for a missing or malformed file).
 #ifndef LAYERSERVE_KERNELS_CPU_CACHE_H_
 #define LAYERSERVE_KERNELS_CPU_CACHE_H_
 
@@ -15,12 +17,11 @@ inline constexpr int64_t kMaxCacheBytesPerCpu = int64_t{16} << 20;
 
 // Bytes of the last-level cache CPU 0 shares with the CPUs next to it (Linux sysfs:
 // the highest cache level of cpu0), at most kMaxCacheBytesPerCpu per CPU its
-// shared_cpu_list names; 0 if unknown. Not sysconf's _SC_LEVEL3_CACHE_SIZE: on the
-// AMD EPYC machines this runs on, that reports every core complex's L3 of the
-// socket together (320 MiB where one complex has 32). The cap is for virtual
-// machines, whose sysfs shows the host's whole L3 with only the guest's CPUs
-// sharing it: a 2-CPU VM on an Intel Xeon reads 480 MiB, yet a 436 MB layer
-// streamed from memory there every step (11-14 GB/s, memory's rate; 2026-12-01).
+// shared_cpu_list names; 0 if unknown. Read once, on the first call; later calls
+// return the same value. Not sysconf's _SC_LEVEL3_CACHE_SIZE: on AMD EPYC that
+// reports every core complex's L3 of the socket together. The cap is for virtual
+// machines, whose sysfs shows the host's whole L3 with only the guest's CPUs sharing
+// it (what that read on the 2-CPU Xeon VM: docs/perf/2026-12-06-kernel-choices.md).
 int64_t LastLevelCacheBytes();
 
 // Parses a sysfs cache size ("32768K", "1M", "512"); 0 if malformed.

@@ -16,10 +16,13 @@ class ParallelFor {
   virtual ~ParallelFor() = default;
   // Calls body(i) exactly once for every i in [0, n), on the calling thread and
   // possibly on others at the same time, and returns when every call has returned.
+  // body must be safe to run concurrently for different i, and should not throw:
+  // this interface does not say what becomes of the other indices if it does.
   virtual void Run(int64_t n, const std::function<void(int64_t)>& body) = 0;
 };
 
-// body(i) for i in [0, n): through `parallel` when there is one, else in order here.
+// body(i) for i in [0, n): through `parallel` when there is one (and n > 1), else in
+// order on this thread, where an exception from body propagates at once.
 inline void RunParallel(ParallelFor* parallel, int64_t n,
                         const std::function<void(int64_t)>& body) {
   if (parallel != nullptr && n > 1) return parallel->Run(n, body);

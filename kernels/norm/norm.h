@@ -22,10 +22,13 @@
 // epsilon = 0, rows of |x| <~ 1e-19 lose their variance to float32 underflow (as
 // in PyTorch); use epsilon > 0.
 //
-// Threads: the kernels never start threads; each call runs on its caller's thread.
+// Threads: the kernels never start threads; each call runs on its caller's thread,
+// and calls on different outputs may run at once. No pointer needs alignment. The
+// kernels allocate nothing and never throw; bad sizes are not checked (REQUIRES).
 //
 // Outputs of 8 MiB or more are written with non-temporal stores (they bypass the
-// caches; the kernel orders them with a store fence before returning).
+// caches; the kernel orders them with a store fence before returning), so a caller
+// that reads y right away finds it in memory, not in cache.
 #ifndef LAYERSERVE_KERNELS_NORM_H_
 #define LAYERSERVE_KERNELS_NORM_H_
 

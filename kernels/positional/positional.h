@@ -1,6 +1,6 @@
 // Additive and bias-style position encodings: sinusoidal (Vaswani et al.), learned
 // absolute tables (BERT, GPT-2), ALiBi (Press et al.) and T5's bucketed relative
-// bias (Raffel et al.). RoPE lives in kernels/rope.h.
+// bias (Raffel et al.). RoPE lives in kernels/rope/rope.h.
 //
 // Three kinds of functions:
 //   - Definitions (SinusoidalInverseFrequencies, AlibiSlopes, T5RelativePositionBucket):
@@ -13,6 +13,10 @@
 // the numeric health of y (value_stats.h), taken in the pass that writes y.
 // Every function is pure on plain memory. References and Learned/Alibi are safe
 // from any thread; a PositionalContext is not thread-safe: one per worker thread.
+// No pointer needs alignment; y must not overlap the other inputs except where a
+// kernel says it may equal one. Bad sizes are not checked (REQUIRES). Only the
+// functions taking a PositionalContext allocate (std::bad_alloc); nothing else
+// throws.
 //
 // Numerics (float32 throughout, as PyTorch float32 implementations):
 //   sinusoidal  inv_freq[i] = float32(base^(-2i/D)) (rounded once from double);
@@ -74,12 +78,12 @@ int64_t T5RelativePositionBucket(int64_t relative_position, bool bidirectional,
 // ---------------------------------------------------------------------------
 
 // Caches the sinusoidal inverse frequencies per (dim, base) (computing them takes a
-// pow per pair, ~20 ns each: more than the whole kernel for a decode step), tables
-// of sinusoidal encodings for adds whose rows fit in a few MiB (reading a cached
-// row is faster than computing it; the sum is the same to the bit), and scratch
-// buffers reused across calls (fresh pages cost ~4 ms per MiB to touch).
-// Bounded: at most kMaxCachedFrequencies entries and kMaxTablesBytes of tables.
-// Not thread-safe.
+// pow per pair: more than the whole kernel for a decode step), tables of sinusoidal
+// encodings for adds whose rows fit in a few MiB (reading a cached row is faster
+// than computing it; the sum is the same to the bit), and scratch buffers reused
+// across calls (fresh pages are slow to touch; these costs:
+// docs/perf/2026-12-06-kernel-choices.md). Bounded: at most kMaxCachedFrequencies
+// entries and kMaxTablesBytes of tables (positional_fast.cc). Not thread-safe.
 class PositionalContext {
  public:
   PositionalContext();

@@ -17,7 +17,9 @@
 // Dimensions at and past rotary_dim are copied unchanged. NaN and Inf propagate as
 // PyTorch's products and sums propagate them (Inf * 0 = NaN).
 //
-// All functions are pure on plain memory and safe to call from any thread.
+// All functions are pure on plain memory and safe to call from any thread. Bad
+// sizes are not checked (REQUIRES). ComputeRopeFrequencies and ComputeRopeTables
+// allocate (std::bad_alloc); nothing else throws.
 #ifndef LAYERSERVE_KERNELS_ROPE_H_
 #define LAYERSERVE_KERNELS_ROPE_H_
 

@@ -151,10 +151,8 @@ HWY_INLINE void RotateRowInterleaved(const float* x, float* y, int64_t head_dim,
 // read once from the last-level cache, serves two heads from L1, while x and y
 // stream through memory (4 streams). Token blocks of up to kTableBlockBytes of
 // table (cos + sin) keep the re-read rows in the last-level cache for any T.
-// Measured on [32, 4096, 128] (docs/perf/2026-11-30-rope-kernel.md), one thread, ratio to
-// memcpy over 9-14 interleaved runs: one head at a time ~0.81, pairs ~1.05, groups of 4
-// ~1.1 but with larger spread; L1/L2-sized token blocks (16-256 KiB of table,
-// every head restarting its stream every few KiB) 0.5-0.75.
+// Chosen because pairs beat one head at a time and smaller blocks, see
+// docs/perf/2026-12-06-kernel-choices.md.
 constexpr int64_t kHeadGroup = 2;
 constexpr int64_t kTableBlockBytes = 4 * 1024 * 1024;
 

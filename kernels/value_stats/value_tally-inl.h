@@ -95,9 +95,9 @@ struct ValueTally {
 // A loop that gets its tally by reference should work on a local copy and store
 // it back at the end: through the reference every store to the output might
 // overwrite the tally (vector types may alias anything), so GCC reloads and
-// stores its registers for each vector written (2.7x the time in cache for a
-// learned add). Anything that would take the local's address (a call, a lambda
-// not inlined) undoes that.
+// stores its registers for each vector written (the cost, see
+// docs/perf/2026-12-06-kernel-choices.md). Anything that would take the local's
+// address (a call, a lambda not inlined) undoes that.
 class OutputTally {
  public:
   using V = ValueTally::V;
