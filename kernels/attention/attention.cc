@@ -16,9 +16,8 @@ constexpr auto kRuntime = DNNL_RUNTIME_DIM_VAL;
 
 // Queries are processed in blocks of this many tokens, which bounds the scores
 // buffer to q_heads * kQueryBlock * S floats, and lets each block of a causal prefill
-// stop at its own last key. For the 8B-shaped layer on one thread (BM_Attention),
-// against blocks of 256 that took every key: 0.80x the time at T = 512, 0.51x at
-// 2048; blocks of 64 made T = 2048 slower again (0.8x), oneDNN's small products.
+// stop at its own last key. Chosen because 128 beat 256 and 64 (too small a product
+// for oneDNN), see docs/perf/2026-12-03-amx-states-and-attention-blocks.md.
 constexpr int64_t kQueryBlock = 128;
 
 }  // namespace

@@ -11,6 +11,15 @@
 // geometry with run-time T and S, so new lengths create nothing) and the softmax as
 // a Highway loop; AttentionContext holds those, per thread (not thread-safe). The
 // reference is the plain formula in double.
+//
+// Non-finite values, as PyTorch's softmax gives them: a -Inf score beside a finite
+// maximum gets probability 0; a NaN or +Inf score (or only -Inf ones) makes its
+// row's distribution, and so its output, NaN, and adds nothing to head_entropy.
+// Errors: bad sizes are not checked (REQUIRES); oneDNN's failures throw dnnl::error
+// and allocations std::bad_alloc, with out then partly written.
+// REQUIRES (every function): q_heads % kv_heads == 0, tokens >= 1, keys >= 1,
+// head_dim >= 1, key_limits[t] in [0, keys], strides as below; out does not overlap
+// q, k or v. No pointer needs alignment.
 #ifndef LAYERSERVE_KERNELS_ATTENTION_H_
 #define LAYERSERVE_KERNELS_ATTENTION_H_
 
@@ -58,20 +67,25 @@ class AttentionContext {
   std::unique_ptr<Impl> impl_;
 };
 
+// out = the formula above, float32 products in oneDNN and softmax in Highway;
+// head_entropy, when set, is added to. Uses `context` (one thread's).
 void Attention(AttentionContext& context, const AttentionArgs& args);
+// The same in double, rounded once per output: the test oracle. Thread-safe.
 void AttentionReference(const AttentionArgs& args);
 
 // Attention split by key/value head: each KV head with its query heads is one
 // Attention call, on the calling thread or an idle thread of `parallel` (null:
-// here, in order), each thread with its own context. Always split so, whoever
-// runs the parts: a result does not depend on how many threads helped.
+// here, in order), each thread with its own context (a thread_local one). Always
+// split so, whoever runs the parts: a result does not depend on how many threads
+// helped. Safe to call from several threads at once on different outputs.
 void AttentionByKvHead(const AttentionArgs& args, ParallelFor* parallel);
 
 // Softmax of `rows` rows of scores in place, row r over its first limits[r] entries
 // (scaled by `scale` first; entries at and past the limit become 0; a row with limit
 // 0 becomes all zeros). `width` is the row stride. When `entropy` is set, entropy[r]
-// receives the distribution's entropy in nats (0 for limit 0). Highway, dispatched
-// at run time. Exposed for tests.
+// receives the distribution's entropy in nats (0 for limit 0 and for a NaN row).
+// Highway, dispatched at run time; thread-safe. REQUIRES: 0 <= limits[r] <= width.
+// Exposed for tests.
 void MaskedSoftmaxRows(float* scores, int64_t rows, int64_t width, const int64_t* limits,
                        float scale, double* entropy);
 

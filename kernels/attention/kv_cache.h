@@ -7,7 +7,11 @@
 // stored). Decode steps attend over the blocks in place (AttentionOverCache); long
 // calls gather them into one contiguous float32 array for oneDNN (Read).
 //
-// Not thread-safe: one call on a sequence at a time (the server serializes them).
+// Not thread-safe: one call on a sequence at a time (the server serializes them);
+// the const readers may run at once from several threads while nothing appends.
+// Append throws std::bad_alloc when a new block cannot be allocated; sizes and
+// layers are not checked (REQUIRES). NaN and Inf are stored as given (bfloat16 keeps
+// them).
 #ifndef LAYERSERVE_KERNELS_KV_CACHE_H_
 #define LAYERSERVE_KERNELS_KV_CACHE_H_
 
@@ -23,7 +27,8 @@ enum class KvCacheType { kFloat32, kBfloat16 };
 
 class KvCache {
  public:
-  // A token's keys (and values) are kv_heads * head_dim floats: width().
+  // A token's keys (and values) are kv_heads * head_dim floats: width(). Allocates
+  // no block until the first Append. REQUIRES: every argument >= 1.
   KvCache(int64_t layers, int64_t kv_heads, int64_t head_dim, KvCacheType type);
 
   int64_t layers() const { return layers_; }
@@ -39,11 +44,13 @@ class KvCache {
   KvCacheType type() const { return type_; }
   // For `layer`: stores `tokens` new rows of keys k and values v (row stride
   // `stride` floats) after the committed ones. Call once per layer per call, with
-  // the same `tokens`, then Commit(tokens).
+  // the same `tokens`, then Commit(tokens). REQUIRES: 0 <= layer < layers(); k and v
+  // hold `tokens` rows of width() floats; stride >= width().
   void Append(int64_t layer, const float* k, const float* v, int64_t stride,
               int64_t tokens);
   // Writes `layer`'s first `rows` rows (committed and appended), float32 and
-  // contiguous ([rows, width]), to k_out and v_out.
+  // contiguous ([rows, width]), to k_out and v_out (bfloat16 widened exactly).
+  // REQUIRES: rows <= what was stored for `layer`; k_out, v_out [rows, width()].
   void Read(int64_t layer, int64_t rows, float* k_out, float* v_out) const;
   // `layer`'s keys of block `block` (tokens block*kKvBlockTokens and on) in place,
   // transposed: [width][kKvBlockTokens] floats or bfloat16s (type()), so a decode

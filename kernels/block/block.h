@@ -6,6 +6,12 @@
 // Linear layers run once on all tokens of the batch ([rows, D]); attention runs per
 // sequence. Weights are immutable after load and shared by all threads; the
 // contexts and scratch in BlockKernels belong to one worker thread.
+//
+// Errors: the config, weights and batch are not checked here (the model loader and
+// the server's parser do; REQUIRES); oneDNN's failures throw dnnl::error and
+// allocations std::bad_alloc, leaving x partly computed and any cache appended to
+// but not committed. NaN and Inf propagate as each kernel documents (norm.h,
+// activation.h, attention.h): nothing here tests for them.
 #ifndef LAYERSERVE_KERNELS_BLOCK_H_
 #define LAYERSERVE_KERNELS_BLOCK_H_
 
@@ -78,12 +84,12 @@ struct BlockBatch {
 };
 
 // Sequences of at most this many tokens (decode steps) take the kernels made for
-// few rows: their linear layers run through LinearFewRows (1.2-1.9x faster than
-// oneDNN's matmul up to 32 rows, within 6% beyond), and with a cache they attend
-// over it in place (AttentionOverCache: 2-30x faster for one token; at 16 tokens
-// over a float32 cache oneDNN's matmuls win by ~2x;
-// bench/kernels/attention/kv_cache_attention_bench.cc). Which kernel a row takes depends
-// only on its own sequence, never on the batch, so batching never changes a result.
+// few rows: their linear layers run through LinearFewRows, and with a cache they
+// attend over it in place (AttentionOverCache). Chosen because both beat oneDNN at
+// a few rows and attention over the cache loses to it by 16 tokens, see
+// docs/perf/2026-11-30-decode-step-kernels.md.
+// Which kernel a row takes depends only on its own sequence, never on the batch, so
+// batching never changes a result.
 inline constexpr int64_t kShortSequenceTokens = 4;
 
 // One worker's contexts and buffers.
@@ -99,9 +105,13 @@ struct BlockKernels {
   ParallelFor* parallel = nullptr;
 };
 
-// Runs the block on x [rows, D] in place. head_entropy, when set, [sequences, Hq]:
-// each sequence's sum over its real query tokens of each head's attention entropy
-// (nats) is added to its row.
+// Runs the block on x [rows, D] (float32, row-major) in place. head_entropy, when
+// set, [sequences, Hq]: each sequence's sum over its real query tokens of each
+// head's attention entropy (nats) is added to its row. Uses `kernels` (this thread's)
+// and, through kernels.parallel, idle threads. REQUIRES: the weights built for
+// `config`; batch.rows rows of x; the sequences' rows inside [0, rows) and
+// disjoint; cos and sin set when config.has_rope; each cache's layers, KV heads and
+// head_dim those of the model and cache_layer < its layers().
 //
 // Every row's result depends only on its own sequence: not on the other sequences
 // of the batch nor on how many there are (tested bit for bit), so requests batched
