@@ -40,10 +40,10 @@ LinearKernel ChooseLinearKernel(WeightType type, int64_t in, bool packed_for_few
                                 LinearCall call, CpuFeatures cpu) {
   using K = LinearKernel;
   // Tiles take whole k blocks of 32: a partial last one would read the next row's
-  // inputs. Where a Xeon has AMX it multiplies ~30x as fast as VDPBF16PS, and
-  // oneDNN 2.6's matmul took 1.4-1.8x our tiles' time at 128 and 512 rows
-  // (docs/perf/2026-12-03-linear-on-amx.md): tiles for many rows too, which also
-  // gives a row the same bits through Linear and LinearFewRows.
+  // inputs. Where a Xeon has AMX it multiplies far faster than VDPBF16PS, and beat
+  // oneDNN 2.6's matmul for many rows too (docs/perf/2026-12-03-linear-on-amx.md):
+  // tiles for many rows too, which also gives a row the same bits through Linear
+  // and LinearFewRows.
   const bool amx = cpu.avx512_bf16 && cpu.amx_bf16 && in % 32 == 0;
   // VDPBF16PS multiplies k pairs: an odd `in` would leave half a pair. It doubles
   // the float32 FMA loop's products per instruction, which is what beats oneDNN at

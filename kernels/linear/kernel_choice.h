@@ -5,7 +5,8 @@
 //
 // The choice never depends on how many rows share a call (nor on which rows): a
 // row's bits must not change with batching. It is made once per weights, at
-// packing (LinearWeights::kernel).
+// packing (LinearWeights::kernel). Every function here is thread-safe and never
+// throws. Why each rule: the comments in kernel_choice.cc.
 #ifndef LAYERSERVE_KERNELS_LINEAR_KERNEL_CHOICE_H_
 #define LAYERSERVE_KERNELS_LINEAR_KERNEL_CHOICE_H_
 
@@ -49,7 +50,8 @@ CpuFeatures ThisCpu();
 // weights are in the blocked layout the few-rows and AMX kernels read
 // (FewRowsWeights; oneDNN chooses the layout, so on some CPUs they are not);
 // ignored for int8, which is always ours. LinearFewRows() on weights not so packed
-// runs Linear(): the answer is then kOneDnnMatmul.
+// runs Linear(): the answer is then kOneDnnMatmul. Pure: the same arguments give the
+// same kernel on any machine (tests pass any CpuFeatures).
 LinearKernel ChooseLinearKernel(WeightType type, int64_t in, bool packed_for_few_rows,
                                 LinearCall call, CpuFeatures cpu);
 

@@ -1,12 +1,25 @@
-// Linear layers on oneDNN matmul: y[M, out] = x[M, in] · W^T + bias.
+// Linear layers: y[M, out] = x[M, in] · W^T + bias, x and y float32 row-major, the
+// weights float32, bfloat16 or int8 (WeightFormat). Two entry points: Linear() for
+// many rows (prefill) and LinearFewRows() for the few rows of decode steps. Which
+// implementation computes each is chosen once per weights, at packing, by
+// ChooseLinearKernel (kernel_choice.h, the one place that chooses): oneDNN's matmul,
+// or kernels of ours in kernels/linear/{hwy,avx512_bf16,amx,int8}/.
 //
 // LinearWeights are prepacked once, at load, into the blocked layout oneDNN's
-// matmul picks for them (that layout does not depend on M, measured for f32 and
-// bf16), and are then immutable: share them between threads freely. A
+// matmul picks for them (that layout does not depend on M), or into our int8
+// layout, and are then immutable: share them between threads freely. A
 // LinearContext holds one thread's scratch; it is not thread-safe: one per worker
 // thread. The matmul primitives (one per shape, created on first use) are kept per
 // thread by the kernels themselves, as a helping thread runs them too. Workers are
 // single-threaded (omp_set_num_threads(1)), so a matmul runs on the calling thread.
+//
+// Numerics: sums in float32. With bfloat16 or int8 weights the products use
+// bfloat16 operands where the kernel says so, and VDPBF16PS, AMX and oneDNN's
+// bfloat16 matmul treat subnormal inputs as zero. NaN and Inf propagate through the
+// sums as float32 arithmetic propagates them; nothing tests for them.
+// Errors: sizes are not checked (REQUIRES). Packing and the oneDNN paths throw
+// dnnl::error when oneDNN fails, and allocations std::bad_alloc; y is then partly
+// written. No pointer needs alignment.
 #ifndef LAYERSERVE_KERNELS_LINEAR_H_
 #define LAYERSERVE_KERNELS_LINEAR_H_
 
@@ -44,8 +57,11 @@ enum class LinearCall;
 class LinearWeights {
  public:
   // `weight` is [out, in] row-major (torch.nn.Linear), or [in, out] when
-  // `in_by_out` (GPT-2's Conv1D). `bias` is [out] or null. Copies what it needs.
-  // REQUIRES: in >= 1, out >= 1.
+  // `in_by_out` (GPT-2's Conv1D). `bias` is [out] or null. Copies what it needs;
+  // float32 weights are rounded to the format's type here (int8: QuantizeInt8,
+  // int8_weights.h, which gives a group holding NaN or Inf a NaN scale). Chooses
+  // the kernels (ChooseLinearKernel) for this CPU. Throws dnnl::error or
+  // std::bad_alloc. REQUIRES: in >= 1, out >= 1, format.group_size >= 0.
   LinearWeights(const float* weight, int64_t out, int64_t in, bool in_by_out,
                 const float* bias, WeightFormat format);
   ~LinearWeights();
@@ -102,28 +118,30 @@ class LinearContext {
 // (chunks()); with `parallel`, idle threads may each take some. Which thread runs
 // a range never changes a result, nor does how many rows share the call: each
 // row's result depends on that row only. bfloat16 weights on CPUs with AMX tiles
-// run an AMX kernel of ours instead of oneDNN's matmul (over the same ranges): on
-// the 8B-shaped layer's projections at 128 and 512 rows it took about half
-// oneDNN 2.6's time, and each row has the bits LinearFewRows gives it
-// (linear_internal.h, AmxRunsLinear; docs/perf/2026-12-03-linear-on-amx.md).
+// run an AMX kernel of ours instead of oneDNN's matmul (over the same ranges), and
+// each row then has the bits LinearFewRows gives it (linear_internal.h,
+// AmxRunsLinear); chosen because it beat oneDNN 2.6's matmul, see
+// docs/perf/2026-12-03-linear-on-amx.md.
 void Linear(LinearContext& context, const LinearWeights& w, const float* x, int64_t rows,
             float* y, ParallelFor* parallel = nullptr);
 
 // The same product for the few rows of decode steps, read straight from the packed
-// weights: a matrix-vector product that streams them once per call. At one row
-// oneDNN's matmul reads them at ~16 GB/s on the target machine (28 GB/s is the
-// thread's read bandwidth): see bench/block_bench.cc. Each row's result depends on
-// that row only, as Linear()'s do, but is rounded differently (sums run over the
+// weights: a matrix-vector product that streams them once per call (chosen because
+// oneDNN's matmul reads them well below the memory's rate at one row, see
+// docs/perf/2026-11-30-decode-step-kernels.md). Each row's result depends on
+// that row only, as Linear()'s do, but may be rounded differently (sums run over the
 // input in order): choose between the two by something of the row's own sequence,
 // never by how many rows share a call, to keep batching bit-exact. Calls Linear()
 // when oneDNN packed the weights in a layout this does not read. With `parallel`,
 // idle threads may each take a share of the outputs (the same results: an output
-// is computed by the same code wherever it runs).
+// is computed by the same code wherever it runs). x and y must not overlap.
+// REQUIRES: rows >= 1.
 void LinearFewRows(LinearContext& context, const LinearWeights& w, const float* x,
                    int64_t rows, float* y, ParallelFor* parallel = nullptr);
 
 // The same product computed naively in double from the original float32 weights
-// ([out, in] row-major), rounded once: the test oracle.
+// ([out, in] row-major; bias [out] or null), rounded once: the test oracle.
+// Thread-safe.
 void LinearReference(const float* weight, const float* bias, int64_t out, int64_t in,
                      const float* x, int64_t rows, float* y);
 

@@ -1,5 +1,14 @@
-// Internal to the linear kernels: how LinearFewRows finds its way through the
-// weights oneDNN packed for its matmul.
+// Internal to the linear kernels (linear.cc and the implementation sub-folders), not
+// part of the API: how LinearFewRows finds its way through the weights oneDNN packed
+// for its matmul, and the block kernels of the float32/bfloat16 few-rows and AMX
+// implementations, exposed for tests and benchmarks.
+//
+// Every block kernel writes only y's outputs of its block columns [nb_begin, nb_end)
+// for rows [0, rows); calls for disjoint column ranges may run at once on one y.
+// They keep no state but scratch buffers (a std::vector argument, or thread-local),
+// throw nothing but std::bad_alloc from growing those, and take unchecked sizes
+// (REQUIRES). x and y must not overlap and need no alignment. Each row's result
+// depends on that row only.
 #ifndef LAYERSERVE_KERNELS_LINEAR_INTERNAL_H_
 #define LAYERSERVE_KERNELS_LINEAR_INTERNAL_H_
 

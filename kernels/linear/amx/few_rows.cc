@@ -2,12 +2,11 @@
 // that allow them (this file alone is compiled for AMX, so nothing here may run
 // before FewRowsAmxSupported(), in kernels/linear/amx/cpu_support.cc, says yes).
 //
-// Why: on the Intel Xeons with AMX, VDPBF16PS is slow (116 GFLOP/s per core
-// measured, half the float32 FMA's rate), so a 16-session decode step of a
-// Llama-3-8B layer (7 GFLOP) took ~60 ms of one core's arithmetic for 436 MB of
-// weights that one core reads in ~15-20 ms. One TDPBF16PS multiplies 16 rows by 32
-// inputs by 16 outputs (3.6 TFLOP/s per core measured): 16 rows cost what one does
-// and the product reads the weights at memory speed.
+// Why: on the Intel Xeons with AMX, VDPBF16PS is slow (half the float32 FMA's rate),
+// so a 16-session decode step was bound by arithmetic, not by reading the weights.
+// One TDPBF16PS multiplies 16 rows by 32 inputs by 16 outputs: 16 rows cost what one
+// does and the product reads the weights at memory speed (the rates:
+// docs/perf/2026-12-01-decode-16-sessions-8b.md).
 //
 // The weights are read where oneDNN packed them: a 32 k x 64 n block holds, for each
 // k pair, 64 outputs' two weights side by side (linear_internal.h), the layout the
@@ -25,9 +24,8 @@ static_assert(kFewRowsBlockOut == amx::kBlockOut);
 // Each k block's weights (4 KiB) are prefetched into L2 this far ahead, as the
 // VDPBF16PS kernel's are (kernels/linear/avx512_bf16/few_rows.cc): the packed layout runs
 // on from one k block and block column to the next, and past its end a prefetch is only a
-// hint. On one thread it changed nothing measurable (the weights already came at 8.5 GB/s
-// of the 9.6 one thread reads); on two threads, the 8B-shaped layer's one-session decode
-// step took 22-26% less time (docs/perf/2026-12-02-int8-group-sums-on-amx.md).
+// hint. Chosen because it made the two-thread decode step faster, see
+// docs/perf/2026-12-02-int8-group-sums-on-amx.md.
 constexpr uintptr_t kPrefetchBytes = 32 << 10;
 constexpr uintptr_t kKBlockBytes = amx::kKBlock / 2 * amx::kPairRow * sizeof(uint16_t);
 

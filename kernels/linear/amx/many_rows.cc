@@ -6,10 +6,9 @@
 // weights for its four products, and each load waits for the product before it
 // (eight tile registers leave nothing to load ahead into). Here two 16-row groups
 // share two 16-output weight tiles: four loads for four products, and the next k
-// block's lines are prefetched into L1 meanwhile. On the AMX Xeon that took
-// 0.76-0.77x the few-rows kernel's time at 128 and 512 rows of the 8B-shaped layer
-// projection on one thread, 0.88-0.93x a whole block's on two
-// (docs/perf/2026-12-03-linear-on-amx.md). The k blocks go in chunks (kChunkKBlocks),
+// block's lines are prefetched into L1 meanwhile. Chosen because it beat the
+// few-rows kernel at 128 and 512 rows, see docs/perf/2026-12-03-linear-on-amx.md.
+// The k blocks go in chunks (kChunkKBlocks),
 // every block and row group taking one chunk before the next, so that one chunk's x
 // and weights stay in L2.
 //
@@ -40,8 +39,8 @@ constexpr int64_t kWeightsStride = amx::kPairRow * sizeof(uint16_t);  // A k pai
 // and a block's weights for it (512 KiB) stay in L2 while every row group takes
 // them. Unchunked, the down projection (14336 inputs: x 3.5 MiB at 128 rows)
 // streamed x through L2 for every block and evicted the weights the next groups
-// needed. Projections of 4096 inputs stay one pass: in chunks of 64 k blocks they
-// took 5-16% longer at 128 rows (docs/perf/2026-12-03-k-chunks.md).
+// needed. Projections of 4096 inputs stay one pass: smaller chunks made them slower,
+// see docs/perf/2026-12-03-k-chunks.md.
 constexpr int64_t kChunkKBlocks = 128;
 
 // Tile registers: C0 = A x B0 and C1 = A x B1 are group g's sums of the half

@@ -9,7 +9,10 @@
 // a k block laid out as oneDNN packs bfloat16 weights (each k pair's 64 outputs side
 // by side, 256 bytes a pair). Like VDPBF16PS, TDPBF16PS treats subnormal inputs and
 // outputs as zero. Each row's sums start from the bias and take the k blocks in
-// order; a row's bits do not depend on the other rows of its tile.
+// order; a row's bits do not depend on the other rows of its tile. Tile registers
+// and their configuration belong to the thread, so threads never share them; a
+// kernel configures before its first step and releases after its last
+// (ForEachBlockAndRowGroup does both). Nothing here allocates or throws.
 #ifndef LAYERSERVE_KERNELS_FEW_ROWS_AMX_TILES_H_
 #define LAYERSERVE_KERNELS_FEW_ROWS_AMX_TILES_H_
 

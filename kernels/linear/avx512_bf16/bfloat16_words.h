@@ -15,6 +15,7 @@ namespace layerserve::kernels::internal {
 
 // The `n` values rounded to bfloat16 in order, each word Float32ToBfloat16's: its
 // integer rounding (not VCVTNE2PS2BF16, which flushes subnormals), NaN kept quiet.
+// No alignment needed; values and out must not overlap. Thread-safe.
 inline void RoundToBfloat16Words(const float* values, int64_t n, uint16_t* out) {
   const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF),
                 inf = _mm512_set1_epi32(0x7F800000);

@@ -5,10 +5,9 @@
 // which is what makes LinearFewRows beat oneDNN at 8 to 32 rows (many decode
 // sessions in one batch) instead of losing to it. Like oneDNN's bfloat16 matmul
 // (the same instruction), it treats subnormal inputs as zero. Where the CPU has AMX
-// (Intel Xeons), kernel_choice.cc chooses kernels/linear/amx/few_rows.cc instead: there
-// VDPBF16PS runs at half the float32 FMA's FLOP rate and 16 rows took 2.3-2.6x the time
-// of one (bench/kernels/block/decode_step_bench.cc,
-// bench/kernels/linear/few_rows_bench.cc).
+// (Intel Xeons), kernel_choice.cc chooses kernels/linear/amx/few_rows.cc instead:
+// there VDPBF16PS runs at half the float32 FMA's rate, see
+// docs/perf/2026-12-06-kernel-choices.md.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -28,9 +27,8 @@ constexpr int64_t kRowTile = 6;  // 24 accumulators + 4 weight vectors: 28 of 32
 // The first row tile of a block column reads its weights from memory, and prefetches
 // them this far ahead into L2 (the packed layout is contiguous from one column to
 // the next); the later tiles find them in L2. The hardware prefetchers alone ran
-// too short a distance ahead: with this, 4 and 16 rows took 13-18% less time in
-// bench/kernels/linear/few_rows_bench.cc (one thread, weights from memory), a 16-session
-// decode step of the 8B-shaped layer on two threads about 6% less.
+// too short a distance ahead: chosen because it made 4 and 16 rows faster, see
+// docs/perf/2026-12-02-few-rows-prefetch.md.
 constexpr uintptr_t kPrefetchBytes = 32 << 10;
 
 // One tile of `kTile` rows of x pairs (row stride `pairs` words) against block

@@ -59,12 +59,10 @@ inline __m512i Int8PairToExactBfloat16(const int8_t* even_q, const int8_t* odd_q
 // Prefetches into L2, kInt8PrefetchBytes ahead, the weights of k pair `even_q`
 // starts (two 64-byte rows: inputs k and k + 1 of a block's 64 outputs). Why: the
 // hardware prefetchers alone ran too short a distance ahead of the conversion
-// (as for the bfloat16 VDPBF16PS kernel, its kPrefetchBytes). With this, on one
-// thread at 1-16 rows, the AMX kernel took up to 23% less time and the VDPBF16PS
-// kernel 7-37% less (BM_LinearInt8FewRows; see
-// docs/perf/2026-12-02-int8-group-sums-on-amx.md). Blocks follow each other in q,
-// so this reads on into the next block column; past the weights' end it is only a
-// hint.
+// (as for the bfloat16 VDPBF16PS kernel, its kPrefetchBytes). Chosen because both
+// kernels took less time with it, see docs/perf/2026-12-02-int8-group-sums-on-amx.md.
+// Blocks follow each other in q, so this reads on into the next block column; past
+// the weights' end it is only a hint.
 inline constexpr uintptr_t kInt8PrefetchBytes = 32 << 10;
 inline void PrefetchPair(const int8_t* even_q) {
   const auto at = reinterpret_cast<uintptr_t>(even_q) + kInt8PrefetchBytes;

@@ -1,4 +1,9 @@
-// Internal to the linear kernels: weight-only int8 quantization (WeightType::kInt8).
+// Internal to the linear kernels: weight-only int8 quantization (WeightType::kInt8),
+// its layout and the kernels of kernels/linear/int8/ (and the int8 kernels of
+// avx512_bf16/ and amx/) that compute with it. As for linear_internal.h: block
+// kernels write only their block columns, may run at once on disjoint ones, throw
+// nothing but std::bad_alloc (from scratch buffers) unless they say so, and take
+// unchecked sizes (REQUIRES); x and y must not overlap.
 //
 // Why: a one-token decode step reads every weight once, so at bfloat16 it cannot
 // beat the weights' bytes over memory bandwidth; int8 halves the bytes. Weights are
@@ -143,7 +148,8 @@ void DequantizeInt8BlockedReference(const Int8Weights& w, int64_t nb_begin,
 // Linear's product for int8 weights, block columns [nb_begin, nb_end) of y[rows,
 // out] = x · W^T + bias, x [rows, in] already rounded to bfloat16: the block
 // columns are dequantized to bfloat16 (DequantizeInt8ToBfloat16) kInt8TileBlocks
-// at a time into this thread's buffer, each tile then one oneDNN bfloat16 matmul.
+// at a time into this thread's buffer, each tile then one oneDNN bfloat16 matmul
+// (so this one allocates, and throws dnnl::error or std::bad_alloc).
 // Why not oneDNN's int8 matmul: it multiplies int8 by int8, the activations would
 // have to be quantized too.
 inline constexpr int64_t kInt8TileBlocks = 4;
@@ -152,12 +158,8 @@ void LinearInt8ManyRows(const Int8Weights& w, const uint16_t* x, int64_t rows,
 
 // The same tiles multiplied by Linear's bfloat16 AMX kernel (LinearManyRowsAmxBlocks,
 // sums from the bias), on CPUs that run it on bfloat16 weights of w.in inputs
-// (Int8AmxRunsLinear). On the AMX Xeon, the 8B-shaped block at T = 128 on one thread
-// took 0.74x the time it took with oneDNN's matmul on the tiles, and 1.6-1.8x
-// bfloat16's: of that gap, dequantizing was about half, the kernel reading freshly
-// written tiles instead of streamed packed weights the rest
-// (docs/perf/2026-12-03-amx-states-and-attention-blocks.md). x as PackAmxRowTiles
-// leaves it.
+// (Int8AmxRunsLinear); chosen because it beat oneDNN's matmul on the same tiles, see
+// docs/perf/2026-12-06-kernel-choices.md. x as PackAmxRowTiles leaves it.
 bool Int8AmxRunsLinear(const Int8Weights& w);
 void LinearInt8ManyRowsAmx(const Int8Weights& w, const uint32_t* x_tiles, int64_t rows,
                            int64_t nb_begin, int64_t nb_end, float* y);
