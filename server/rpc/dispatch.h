@@ -47,15 +47,13 @@
 namespace layerserve {
 
 // Requests of at most this many values may run on the gRPC thread that received
-// them (Dispatch): 1 MiB of float32. Waking a worker for such a request cost
-// 31-62 µs here, as much as a norm's kernel on it; the slowest kernel at this size
-// (GELU, ~0.2 ms) holds the gRPC thread less than receiving the message took.
-// Larger requests go to a worker: gRPC has only a few callback threads (two on two
-// cores), and milliseconds of compute on them stall every other call's I/O.
-// Running 16 MiB norms here, even one at a time, saved their 45-60 µs hand-off but
-// cost concurrent 1 KiB calls 8% of their throughput and 16% on their p99
-// (docs/perf/2026-11-30-serving-overhead.md, "Running 16 MiB requests on the gRPC
-// thread too").
+// them (Dispatch): 1 MiB of float32. Waking a worker for such a request costs as
+// much as a norm's kernel on it, and the slowest kernel at this size holds the gRPC
+// thread less than receiving the message took. Larger requests go to a worker:
+// gRPC has only a few callback threads (two on two cores), and milliseconds of
+// compute on them stall every other call's I/O. Chosen because running larger
+// requests here cost concurrent small calls throughput and tail latency, see
+// docs/perf/2026-11-30-serving-overhead.md.
 inline constexpr int64_t kMaxInlineElements = 262144;
 
 // What Dispatch uses of the service that owns it (LayerServiceImpl, or a test's):
