@@ -50,6 +50,10 @@ absl::Status JoinSequence(SequenceControl& sequence, const ModelRepository& mode
     return absl::InvalidArgumentError(
         "session_id, sequence_id: give a sequence or a v1 session, not both");
   }
+  if (!request->session_ids().empty()) {
+    return absl::InvalidArgumentError(
+        "session_ids, sequence_id: give a sequence or v1 sessions, not both");
+  }
   std::string session_id = SequenceSessionId(sequence.id);
   if (sequence.start) {
     ASSIGN_OR_RETURN(const LayerRange range,

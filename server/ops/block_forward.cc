@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -54,42 +55,143 @@ absl::StatusOr<LayerRange> ResolveLayerRange(const ModelRepository& models,
 
 namespace {
 
-// Leases the request's session and takes the model and layers from it: the
-// request may repeat them (or leave them empty/0) but not contradict them.
-absl::Status LeaseSession(const v1::BlockForwardRequest& request, SessionStore* sessions,
-                          BlockForwardJob& job) {
-  if (sessions == nullptr) {
-    return absl::FailedPreconditionError(
-        "session_id: this server does not keep sessions");
+// sequence_lengths for hidden_states of B sequences of T tokens: B entries in
+// [1, T], or all T when empty.
+absl::StatusOr<std::vector<int64_t>> SequenceLengths(
+    const v1::BlockForwardRequest& request, int64_t batch, int64_t tokens) {
+  if (request.sequence_lengths().empty()) return std::vector<int64_t>(batch, tokens);
+  if (request.sequence_lengths_size() != batch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sequence_lengths: ", request.sequence_lengths_size(),
+                     " entries; expected B = ", batch));
   }
-  ASSIGN_OR_RETURN(const TensorInfo info,
-                   ValidateTensor(request.hidden_states(), "hidden_states", {2, 3}));
-  if (info.shape.size() == 3 && info.shape[0] != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hidden_states.shape: ", ShapeToString(info.shape), " holds ", info.shape[0],
-        " sequences; a session call takes one ([T, D] or "
-        "[1, T, D])"));
+  std::vector<int64_t> lengths;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t length = request.sequence_lengths(b);
+    if (length < 1 || length > tokens) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence_lengths[", b, "]: ", length, " must be in [1, T = ", tokens, "]"));
+    }
+    lengths.push_back(length);
   }
-  const int64_t tokens = info.shape[info.shape.size() - 2];
-  ASSIGN_OR_RETURN(job.session, sessions->Acquire(request.session_id(), tokens));
-  const Session& session = *job.session.get();
+  return lengths;
+}
+
+// The largest position of sequence b, which dynamic NTK scaling depends on: of its
+// real tokens for a session (so a session's row of a call on many gets the angles
+// of a call of its own), of the whole call without sessions (as it always was).
+int64_t MaxPositionOf(const BlockForwardJob& job, int64_t b) {
+  auto begin = job.positions.begin(), end = job.positions.end();
+  if (job.has_sessions()) {
+    begin += b * job.tokens;
+    end = begin + job.lengths[b];
+  }
+  return *std::max_element(begin, end);
+}
+
+// Takes the model and layers from the call's leased sessions: the request may
+// repeat them (or leave them empty/0) but not contradict them, and with many
+// sessions they must all be on the same model version and layers (a batch runs
+// one set of weights).
+absl::Status TakeRangeOfSessions(const v1::BlockForwardRequest& request,
+                                 BlockForwardJob& job) {
+  const Session& session = *job.sessions.front().get();
+  const bool many = request.session_ids_size() > 0;
+  for (size_t b = 1; b < job.sessions.size(); ++b) {
+    const Session& other = *job.sessions[b].get();
+    if (other.model != session.model || other.layer_start != session.layer_start ||
+        other.num_layers != session.num_layers) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "session_ids[", b, "]: ", DescribeSession(other.id), " runs model \"",
+          other.model->name, "\" (version ", other.model->version, ") layers ",
+          other.layer_start, "..", other.layer_start + other.num_layers - 1,
+          ", session_ids[0]'s model \"", session.model->name, "\" (version ",
+          session.model->version, ") layers ", session.layer_start, "..",
+          session.layer_start + session.num_layers - 1,
+          "; the sessions of one call must share model and layers"));
+    }
+  }
+  const std::string named =
+      many ? absl::StrCat("session_ids[0]'s ", DescribeSession(session.id))
+           : DescribeSession(session.id);
   if (!request.model().empty() && request.model() != session.model->name) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model: \"", request.model(), "\" differs from ", DescribeSession(session.id),
-        "'s model \"", session.model->name, "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: \"", request.model(), "\" differs from ", named,
+                     "'s model \"", session.model->name, "\""));
   }
   if ((request.layer_start() != 0 && request.layer_start() != session.layer_start) ||
       (request.num_layers() != 0 && request.num_layers() != session.num_layers)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "layer_start, num_layers: ", request.layer_start(), ", ", request.num_layers(),
-        " differ from ", DescribeSession(session.id), "'s layers ", session.layer_start,
-        "..", session.layer_start + session.num_layers - 1,
-        " (leave them 0 or repeat them)"));
+        " differ from ", named, "'s layers ", session.layer_start, "..",
+        session.layer_start + session.num_layers - 1, " (leave them 0 or repeat them)"));
   }
   job.model = session.model;
   job.layer_start = session.layer_start;
   job.num_layers = session.num_layers;
   return absl::OkStatus();
+}
+
+// Leases the request's session (session_id) or sessions (session_ids, all or
+// none) for the tokens each adds.
+absl::Status LeaseSessions(const v1::BlockForwardRequest& request, SessionStore* sessions,
+                           BlockForwardJob& job) {
+  const bool many = request.session_ids_size() > 0;
+  const char* field = many ? "session_ids" : "session_id";
+  if (many && !request.session_id().empty()) {
+    return absl::InvalidArgumentError(
+        "session_ids: give session_id (one session) or session_ids (one per sequence), "
+        "not both");
+  }
+  if (sessions == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(field, ": this server does not keep sessions"));
+  }
+  ASSIGN_OR_RETURN(const TensorInfo info,
+                   ValidateTensor(request.hidden_states(), "hidden_states", {2, 3}));
+  const int64_t batch = info.shape.size() == 3 ? info.shape[0] : 1;
+  const int64_t tokens = info.shape[info.shape.size() - 2];
+  std::vector<SessionRequest> wanted;
+  if (!many) {
+    if (batch != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "hidden_states.shape: ", ShapeToString(info.shape), " holds ", batch,
+          " sequences; a session_id call takes one ([T, D] or [1, T, D]); give "
+          "session_ids, one per sequence, for many"));
+    }
+    wanted.push_back({request.session_id(), tokens, ""});
+  } else {
+    if (request.session_ids_size() != batch) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("session_ids: ", request.session_ids_size(),
+                       " sessions for hidden_states.shape ", ShapeToString(info.shape),
+                       " of ", batch, " sequences; give one session per sequence"));
+    }
+    if (request.position_offset() != 0 || !request.positions().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          request.positions().empty() ? "position_offset" : "positions",
+          ": leave it empty with session_ids; each session's positions continue from "
+          "its own length"));
+    }
+    ASSIGN_OR_RETURN(const std::vector<int64_t> lengths,
+                     SequenceLengths(request, batch, tokens));
+    absl::flat_hash_map<absl::string_view, int> row_of;
+    for (int b = 0; b < request.session_ids_size(); ++b) {
+      const std::string& id = request.session_ids(b);
+      const std::string row = absl::StrCat("session_ids[", b, "]");
+      if (id.empty()) return absl::InvalidArgumentError(absl::StrCat(row, ": empty"));
+      auto [seen, fresh] = row_of.emplace(id, b);
+      if (!fresh) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(row, ": ", DescribeSession(id), " repeats session_ids[",
+                         seen->second, "]; a session takes one sequence of a call"));
+      }
+      wanted.push_back({id, lengths[b], row});
+    }
+  }
+  ASSIGN_OR_RETURN(job.sessions, sessions->AcquireAll(wanted));
+  job.many_sessions = many;
+  return TakeRangeOfSessions(request, job);
 }
 
 }  // namespace
@@ -101,7 +203,7 @@ absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
   if (!request.has_hidden_states()) {
     return absl::InvalidArgumentError("hidden_states: required");
   }
-  if (request.session_id().empty()) {
+  if (request.session_id().empty() && request.session_ids().empty()) {
     ASSIGN_OR_RETURN(const LayerRange range,
                      ResolveLayerRange(models, request.model(), request.layer_start(),
                                        request.num_layers()));
@@ -109,7 +211,7 @@ absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
     job.layer_start = range.start;
     job.num_layers = range.count;
   } else {
-    RETURN_IF_ERROR(LeaseSession(request, sessions, job));
+    RETURN_IF_ERROR(LeaseSessions(request, sessions, job));
   }
   const ModelConfig& config = job.model->config;
   ASSIGN_OR_RETURN(job.hidden,
@@ -123,36 +225,34 @@ absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
   }
   job.batch = shape.size() == 3 ? shape[0] : 1;
   job.tokens = shape[shape.size() - 2];
-  if (request.sequence_lengths().empty()) {
-    job.lengths.assign(job.batch, job.tokens);
+  ASSIGN_OR_RETURN(job.lengths, SequenceLengths(request, job.batch, job.tokens));
+  if (!request.session_id().empty() && job.lengths[0] != job.tokens) {
+    return absl::InvalidArgumentError(
+        "sequence_lengths: a session_id call has no padding (leave it empty)");
+  }
+  for (const SessionLease& session : job.sessions) {
+    job.cache_lengths.push_back(session.get()->cache.length());
+  }
+  if (request.session_ids().empty()) {
+    // A session continues from its cached length unless positions are given.
+    const int64_t offset = job.has_sessions() && request.position_offset() == 0
+                               ? job.cache_lengths[0]
+                               : request.position_offset();
+    ASSIGN_OR_RETURN(job.positions, ResolvePositions(offset, request.positions(),
+                                                     job.batch, job.tokens, ""));
   } else {
-    if (request.sequence_lengths_size() != job.batch) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sequence_lengths: ", request.sequence_lengths_size(),
-                       " entries; expected B = ", job.batch));
-    }
+    // Each session's row continues from its own length (padded tokens too, never
+    // computed).
     for (int64_t b = 0; b < job.batch; ++b) {
-      const int64_t length = request.sequence_lengths(b);
-      if (length < 1 || length > job.tokens) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("sequence_lengths[", b, "]: ", length,
-                         " must be in [1, T = ", job.tokens, "]"));
+      for (int64_t t = 0; t < job.tokens; ++t) {
+        job.positions.push_back(job.cache_lengths[b] + t);
       }
-      job.lengths.push_back(length);
-    }
-    if (job.session && job.lengths[0] != job.tokens) {
-      return absl::InvalidArgumentError(
-          "sequence_lengths: a session call has no padding (leave it empty)");
     }
   }
-  // A session continues from its cached length unless positions are given.
-  const int64_t offset = job.session && request.position_offset() == 0
-                             ? job.session.get()->cache.length()
-                             : request.position_offset();
-  ASSIGN_OR_RETURN(job.positions, ResolvePositions(offset, request.positions(), job.batch,
-                                                   job.tokens, ""));
-  const int64_t max_position =
-      *std::max_element(job.positions.begin(), job.positions.end());
+  int64_t max_position = 0;
+  for (int64_t b = 0; b < job.batch; ++b) {
+    max_position = std::max(max_position, MaxPositionOf(job, b));
+  }
   if (config.has_rope && max_position >= kMaxPosition) {
     return absl::InvalidArgumentError(
         absl::StrCat(request.positions().empty() ? "position_offset" : "positions",
@@ -172,10 +272,7 @@ absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
       ResolveOutputType(request.output_dtype(), job.hidden.info.dtype, "output_dtype"));
   // Only session calls run in chunks: a chunk attends over the earlier ones through
   // the session's cache, which a call without a session does not have.
-  if (job.session) {
-    job.chunk_tokens = prefill_chunk_tokens;
-    job.cache_length = job.session.get()->cache.length();
-  }
+  if (job.has_sessions()) job.chunk_tokens = prefill_chunk_tokens;
   return job;
 }
 
@@ -187,8 +284,13 @@ OutputHealth FinishBlockForward(BlockForwardJob& job, float* out,
                                 v1::BlockForwardResponse* response) {
   const kernels::BlockConfig& config = job.model->block;
   const int64_t d = config.hidden_size, heads = config.num_heads;
-  if (Session* session = job.session.get()) {
-    response->set_session_length(session->cache.length());
+  for (const SessionLease& session : job.sessions) {
+    const int64_t length = session.get()->cache.length();
+    if (job.many_sessions) {
+      response->add_session_lengths(length);
+    } else {
+      response->set_session_length(length);
+    }
   }
   // Padded rows come back as zeros, as the proto promises.
   for (int64_t b = 0; b < job.batch; ++b) {
@@ -231,48 +333,57 @@ std::vector<OutputHealth> RunBlockForwardBatch(
   const int64_t d = config.hidden_size, rotary_dim = config.rotary_dim;
   const int64_t heads = config.num_heads;
 
-  // The sequences of all jobs, one after another: each job's next part (a job in
-  // chunks has one sequence).
+  // The sequences of all jobs' next parts, one after another. A call without
+  // sessions brings its sequences whole, padding included; a session's sequence
+  // brings only its real tokens of the part, [done, done + PartRealTokens(b)),
+  // and none once they are all computed.
+  struct Piece {
+    size_t job;
+    int64_t sequence;  // b within the job
+    int64_t from;      // Its first row in the job's hidden states [B * T, D].
+    int64_t row;       // Its first row in the batch.
+    int64_t tokens;
+  };
+  std::vector<Piece> pieces;
+  std::vector<int64_t> job_row(jobs.size());
   kernels::BlockBatch batch;
   batch.causal = first.causal;
-  std::vector<int64_t> job_row(jobs.size()), job_sequence(jobs.size()), part(jobs.size());
   for (size_t j = 0; j < jobs.size(); ++j) {
     const BlockForwardJob& job = *jobs[j];
-    part[j] = job.PartTokens();
     job_row[j] = batch.rows;
-    job_sequence[j] = static_cast<int64_t>(batch.starts.size());
-    Session* session = job.session.get();
     for (int64_t b = 0; b < job.batch; ++b) {
-      batch.caches.push_back(session == nullptr ? nullptr : &session->cache);
-      batch.starts.push_back(batch.rows + b * part[j]);
-      batch.tokens.push_back(part[j]);
-      // Only whole calls have padding.
-      batch.lengths.push_back(job.InChunks() ? part[j] : job.lengths[b]);
+      const int64_t tokens = job.PartRealTokens(b);
+      if (tokens == 0) continue;
+      pieces.push_back({j, b, b * job.tokens + job.done, batch.rows, tokens});
+      batch.caches.push_back(job.has_sessions() ? &job.sessions[b].get()->cache
+                                                : nullptr);
+      batch.starts.push_back(batch.rows);
+      batch.tokens.push_back(tokens);
+      batch.lengths.push_back(job.has_sessions() ? tokens : job.lengths[b]);
+      batch.rows += tokens;
     }
-    batch.rows += job.batch * part[j];
   }
-  // A part's rows of a job: [done, done + part) of its one sequence, or all of them.
   std::vector<float> x(batch.rows * d);
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    const float* in = jobs[j]->hidden.values.data() + jobs[j]->done * d;
-    std::copy(in, in + jobs[j]->batch * part[j] * d, x.begin() + job_row[j] * d);
+  for (const Piece& piece : pieces) {
+    const float* in = jobs[piece.job]->hidden.values.data() + piece.from * d;
+    std::copy(in, in + piece.tokens * d, x.begin() + piece.row * d);
   }
   std::vector<float> cos, sin;
   if (config.has_rope) {
     cos.resize(batch.rows * rotary_dim);
     sin.resize(batch.rows * rotary_dim);
-    for (size_t j = 0; j < jobs.size(); ++j) {
-      // Per job: dynamic NTK scales by the job's own longest sequence (max position
-      // + 1), so a job's angles never depend on its batch mates, nor a chunk's on
-      // where the call was cut.
-      const std::vector<int64_t>& positions = jobs[j]->positions;
-      const int64_t seq_len = *std::max_element(positions.begin(), positions.end()) + 1;
+    for (const Piece& piece : pieces) {
+      // Dynamic NTK scales by the sequence's longest position (MaxPositionOf), so
+      // its angles never depend on its batch mates, nor a chunk's on where the
+      // call was cut.
+      const BlockForwardJob& job = *jobs[piece.job];
       const kernels::RopeFrequencies frequencies = kernels::ComputeRopeFrequencies(
-          config.rope_theta, rotary_dim, config.rope_scaling, seq_len);
-      kernels::ComputeRopeTables(
-          frequencies, kernels::RopeStyle::kHalf, positions.data() + jobs[j]->done,
-          jobs[j]->batch * part[j], cos.data() + job_row[j] * rotary_dim,
-          sin.data() + job_row[j] * rotary_dim);
+          config.rope_theta, rotary_dim, config.rope_scaling,
+          MaxPositionOf(job, piece.sequence) + 1);
+      kernels::ComputeRopeTables(frequencies, kernels::RopeStyle::kHalf,
+                                 job.positions.data() + piece.from, piece.tokens,
+                                 cos.data() + piece.row * rotary_dim,
+                                 sin.data() + piece.row * rotary_dim);
     }
     batch.cos = cos.data();
     batch.sin = sin.data();
@@ -281,7 +392,7 @@ std::vector<OutputHealth> RunBlockForwardBatch(
   // Entropy is nearly free (the softmax pass sums it), so it is always taken: the
   // metrics export it for every request.
   for (BlockForwardJob* job : jobs) job->entropy.resize(job->num_layers * heads);
-  std::vector<double> entropy(batch.starts.size() * heads);
+  std::vector<double> entropy(pieces.size() * heads);
   for (int64_t l = 0; l < first.num_layers; ++l) {
     // A layer of a long prefill takes up to hundreds of milliseconds: a call
     // cancelled or expired meanwhile frees the worker after the layer it is in.
@@ -290,30 +401,37 @@ std::vector<OutputHealth> RunBlockForwardBatch(
     batch.cache_layer = l;
     kernels::BlockForward(config, model.layer_weights(first.layer_start + l), batch,
                           kernels, x.data(), entropy.data());
-    for (size_t j = 0; j < jobs.size(); ++j) {
-      BlockForwardJob& job = *jobs[j];
+    for (size_t p = 0; p < pieces.size(); ++p) {
+      BlockForwardJob& job = *jobs[pieces[p].job];
       for (int64_t h = 0; h < heads; ++h) {
-        double sum = 0;
-        for (int64_t b = 0; b < job.batch; ++b) {
-          sum += entropy[(job_sequence[j] + b) * heads + h];
-        }
-        job.entropy[l * heads + h] += sum;
+        job.entropy[l * heads + h] += entropy[p * heads + h];
       }
     }
   }
 
+  for (const Piece& piece : pieces) {
+    BlockForwardJob& job = *jobs[piece.job];
+    if (!job.has_sessions()) continue;
+    job.sessions[piece.sequence].get()->cache.Commit(piece.tokens);
+    // A session call's output waits in the job: its rows come in parts.
+    job.output.resize(job.batch * job.tokens * d);
+    const float* out = x.data() + piece.row * d;
+    std::copy(out, out + piece.tokens * d, job.output.begin() + piece.from * d);
+  }
   std::vector<OutputHealth> health(jobs.size());
   for (size_t j = 0; j < jobs.size(); ++j) {
     BlockForwardJob& job = *jobs[j];
-    if (Session* session = job.session.get()) session->cache.Commit(part[j]);
-    float* out = x.data() + job_row[j] * d;
-    if (job.InChunks()) {
-      job.output.resize(job.tokens * d);
-      std::copy(out, out + part[j] * d, job.output.begin() + job.done * d);
-      out = job.output.data();
+    job.done += job.PartTokens();
+    // A session call is done once its longest sequence is: the rest is padding.
+    if (job.has_sessions() &&
+        job.done >= *std::max_element(job.lengths.begin(), job.lengths.end())) {
+      job.done = job.tokens;
     }
-    job.done += part[j];
-    if (job.done == job.tokens) health[j] = FinishBlockForward(job, out, responses[j]);
+    if (job.done < job.tokens) continue;
+    // Without sessions a job runs whole, its rows in order from job_row[j]: the
+    // batch's rows are its output.
+    float* out = job.has_sessions() ? job.output.data() : x.data() + job_row[j] * d;
+    health[j] = FinishBlockForward(job, out, responses[j]);
   }
   return health;
 }
@@ -349,7 +467,7 @@ int64_t BlockForwardOp::MaxBatchRows(const Job& job) {
 }
 
 bool BlockForwardOp::Gathers(const Job& job) {
-  if (!job.session) return false;
+  if (!job.has_sessions()) return false;
   int64_t bytes = 0;
   for (int64_t l = job.layer_start; l < job.layer_start + job.num_layers; ++l) {
     bytes += job.model->layer_weights(l).bytes();
@@ -361,25 +479,29 @@ bool BlockForwardOp::Gathers(const Job& job) {
 void BlockForwardOp::RecordComputed(const Job& job, const OutputHealth& health,
                                     absl::Duration call_elapsed, Metrics& metrics) {
   metrics.AttentionEntropy(job.model->name, health.attention_entropy_nats);
-  if (job.session) {
-    metrics.SessionTokens(job.tokens);
-    if (job.tokens == 1) metrics.DecodeStep(kMethod, job.model->name, call_elapsed);
+  for (size_t b = 0; b < job.sessions.size(); ++b) {
+    metrics.SessionTokens(job.lengths[b]);
+    // Each session of a call on many made its step in the call's time.
+    if (job.lengths[b] == 1) metrics.DecodeStep(kMethod, job.model->name, call_elapsed);
   }
 }
 
 void BlockForwardOp::End(Job& job, JobOutcome outcome) {
-  if (outcome == JobOutcome::kFailed) {
-    job.session.ReleaseFailed();
-    return;
+  for (size_t b = 0; b < job.sessions.size(); ++b) {
+    SessionLease& session = job.sessions[b];
+    if (outcome == JobOutcome::kFailed) {
+      session.ReleaseFailed();
+      continue;
+    }
+    // Stopped between chunks or layers: the chunks that ran are committed to the
+    // cache, the layers of the one that stopped appended uncommitted. Both go, with
+    // the blocks they took, so the lease returns what it reserved and the session
+    // is as before the call (its next call can send the prefill again).
+    if (outcome == JobOutcome::kStopped) {
+      session.get()->cache.Truncate(job.cache_lengths[b]);
+    }
+    session.Release(/*computed=*/outcome == JobOutcome::kComputed);
   }
-  // Stopped between chunks or layers: the chunks that ran are committed to the
-  // cache, the layers of the one that stopped appended uncommitted. Both go, with
-  // the blocks they took, so the lease returns what it reserved and the session is
-  // as before the call (its next call can send the prefill again).
-  if (outcome == JobOutcome::kStopped && job.session) {
-    job.session.get()->cache.Truncate(job.cache_length);
-  }
-  job.session.Release(/*computed=*/outcome == JobOutcome::kComputed);
 }
 
 }  // namespace layerserve

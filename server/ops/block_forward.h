@@ -39,33 +39,52 @@ struct BlockForwardJob {
   bool causal = true;
   bool want_attention_stats = false;
   ElementType output_type = ElementType::kFloat32;
-  // A session call (B = 1): the lease on its session, held until the call is
-  // answered (across all its parts). Empty without a session.
-  SessionLease session;
+  // A session call: one lease per sequence (row b of hidden_states continues
+  // sessions[b]; session_id gives one, session_ids one per row), held until the
+  // call is answered (across all its parts). Empty without sessions.
+  std::vector<SessionLease> sessions;
+  // Given by session_ids (answered in session_lengths), not session_id.
+  bool many_sessions = false;
 
   // Chunked prefill: a session call of more tokens than `chunk_tokens`
   // (--prefill-chunk-tokens; 0 without a session or with the flag off) runs that
   // many at a time, each chunk through the whole layer range, appending its keys
-  // and values to the session's cache; the next chunk attends over them. Between
+  // and values to the sessions' caches; the next chunk attends over them. Between
   // chunks the job goes back to the queue (BlockForwardOp::Finished), so decode
-  // steps waiting run first.
+  // steps waiting run first. The sequences of a call on many sessions run their
+  // chunks side by side: sequence b's real tokens in [done, done + part).
   int64_t chunk_tokens = 0;
   // Tokens of each sequence computed so far: 0, then `tokens` (whole) or the
   // chunks' sum.
   int64_t done = 0;
-  // The session's cache length before the call, to restore if it stops between
+  // Each session's cache length before the call, to restore if it stops between
   // chunks (BlockForwardOp::End).
-  int64_t cache_length = 0;
-  // The finished chunks' outputs [T, D] (chunked only): answered after the last.
+  std::vector<int64_t> cache_lengths;
+  // Session calls: the output [B, T, D], each part's rows written as it runs,
+  // answered after the last (padded rows stay zero).
   std::vector<float> output;
   // [num_layers, Hq]: each head's attention entropy summed over the computed
   // tokens (and sequences).
   std::vector<double> entropy;
 
+  bool has_sessions() const { return !sessions.empty(); }
   bool InChunks() const { return chunk_tokens > 0 && tokens > chunk_tokens; }
   // The tokens (of each sequence) the next run computes.
   int64_t PartTokens() const {
     return InChunks() ? std::min(chunk_tokens, tokens - done) : tokens;
+  }
+  // The real tokens sequence b computes in the next part: a session's padding is
+  // never computed (a session call takes exactly the rows it adds), a call
+  // without sessions computes its padded rows too.
+  int64_t PartRealTokens(int64_t b) const {
+    if (!has_sessions()) return PartTokens();
+    return std::clamp<int64_t>(lengths[b] - done, 0, PartTokens());
+  }
+  // The rows of the next part, all sequences together.
+  int64_t PartRows() const {
+    int64_t rows = 0;
+    for (int64_t b = 0; b < batch; ++b) rows += PartRealTokens(b);
+    return rows;
   }
 };
 
@@ -90,9 +109,10 @@ inline constexpr int64_t kMaxPosition = int64_t{1} << 24;
 
 // NOT_FOUND unknown model, FAILED_PRECONDITION model that failed to load,
 // OUT_OF_RANGE layers past the model, INVALID_ARGUMENT anything else malformed.
-// With a session_id: the errors of SessionStore::Acquire, and FAILED_PRECONDITION
-// when `sessions` is null. A session call of more than `prefill_chunk_tokens`
-// tokens (when > 0) runs in chunks of that many.
+// With a session_id or session_ids: the errors of SessionStore::AcquireAll (for
+// session_ids naming the row), INVALID_ARGUMENT sessions that differ in model or
+// layers, and FAILED_PRECONDITION when `sessions` is null. A session call of more than
+// `prefill_chunk_tokens` tokens (when > 0) runs in chunks of that many.
 absl::StatusOr<BlockForwardJob> ParseBlockForwardRequest(
     const v1::BlockForwardRequest& request, const ModelRepository& models,
     SessionStore* sessions = nullptr, int64_t prefill_chunk_tokens = 0);
@@ -157,7 +177,7 @@ struct BlockForwardOp : OperationDefaults {
   // decode batches, whose loops the workers share, instead of inside one. A
   // chunked prefill keeps its call's key for every chunk.
   static std::string BatchKey(const Job& job);
-  static int64_t Rows(const Job& job) { return job.batch * job.PartTokens(); }
+  static int64_t Rows(const Job& job) { return job.PartRows(); }
   // With chunked prefill, a batch holding a session's prefill holds at most a
   // chunk's tokens, so that the decode steps waiting behind it wait at most about
   // one chunk's time, however many prefills queue together. (Not decode steps:

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/retry_delay.h"
+#include "common/status_macros.h"
 #include "server/metrics/metrics.h"
 
 namespace layerserve {
@@ -163,14 +164,20 @@ absl::Status SessionStore::Close(const std::string& id) {
 
 absl::StatusOr<SessionLease> SessionStore::Acquire(const std::string& id,
                                                    int64_t tokens) {
-  absl::MutexLock lock(&mu_);
-  const absl::Time now = now_();
-  ExpireLocked(now);
+  ASSIGN_OR_RETURN(std::vector<SessionLease> leases, AcquireAll({{id, tokens, ""}}));
+  return std::move(leases.front());
+}
+
+absl::Status SessionStore::CheckLocked(const SessionRequest& request) {
+  const std::string& id = request.id;
+  const std::string named = request.field.empty()
+                                ? Named(id)
+                                : absl::StrCat(request.field, ": ", DescribeSession(id));
   auto it = sessions_.find(id);
   if (it == sessions_.end()) {
     if (IsSequence(id) && gone_.find(id) == gone_.end()) {
       return absl::NotFoundError(absl::StrCat(
-          Named(id),
+          named,
           " is unknown on this replica: never started (sequence_start), or started "
           "on another one (route a sequence's requests to one replica: load-balancer "
           "affinity on the x-layerserve-sequence header); ",
@@ -178,50 +185,82 @@ absl::StatusOr<SessionLease> SessionStore::Acquire(const std::string& id,
     }
     if (!IsSequence(id) && ReplicaOf(id) != options_.replica) {
       return absl::NotFoundError(absl::StrCat(
-          "session_id: session \"", id, "\" was not opened on this replica (\"",
-          options_.replica,
+          named, " was not opened on this replica (\"", options_.replica,
           "\"): route every call of a session to the replica that "
           "opened it (load-balancer affinity on the x-layerserve-session header), or "
           "open a new session and prefill again"));
     }
     auto gone = gone_.find(id);
     return absl::NotFoundError(absl::StrCat(
-        Named(id), " ",
+        named, " ",
         gone == gone_.end() ? "is unknown" : absl::StrCat("was ", gone->second), "; ",
         Restart(id)));
   }
-  Entry& entry = it->second;
-  Session& session = *entry.session;
+  const Entry& entry = it->second;
   if (entry.busy) {
     return absl::AbortedError(absl::StrCat(
-        Named(id), " is in use by another call; send its calls one after another"));
+        named, " is in use by another call; send its calls one after another"));
   }
+  const Session& session = *entry.session;
   const int64_t length = session.cache.length();
-  if (length + tokens > session.max_length) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "hidden_states: ", DescribeSession(id), " holds ", length, " tokens; ", tokens,
-        " more would pass its max_length ", session.max_length));
+  if (length + request.tokens > session.max_length) {
+    return absl::OutOfRangeError(
+        absl::StrCat(request.field.empty() ? "hidden_states" : request.field, ": ",
+                     DescribeSession(id), " holds ", length, " tokens; ", request.tokens,
+                     " more would pass its max_length ", session.max_length));
   }
-  const int64_t need = session.cache.BytesToGrow(tokens);
-  entry.busy = true;  // Not evictable while making room.
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SessionLease>> SessionStore::AcquireAll(
+    const std::vector<SessionRequest>& requests) {
+  absl::MutexLock lock(&mu_);
+  ExpireLocked(now_());
+  // Each is checked and marked busy (not evictable) before room is made for any,
+  // so that making room for one never evicts another of the same call.
+  std::vector<Entry*> entries;
+  auto unmark = [&entries] {
+    for (Entry* entry : entries) entry->busy = false;
+  };
+  int64_t need = 0, after = 0;
+  std::vector<int64_t> needs;
+  for (const SessionRequest& request : requests) {
+    if (absl::Status checked = CheckLocked(request); !checked.ok()) {
+      unmark();
+      return checked;
+    }
+    Entry& entry = sessions_.find(request.id)->second;
+    entry.busy = true;
+    entries.push_back(&entry);
+    needs.push_back(entry.session->cache.BytesToGrow(request.tokens));
+    need += needs.back();
+    after += entry.bytes + needs.back();
+  }
   if (!MakeRoomLocked(need)) {
-    entry.busy = false;
+    unmark();
+    const std::string who =
+        requests.size() == 1 ? DescribeSession(requests.front().id)
+                             : absl::StrCat("the call's ", requests.size(), " sessions");
     absl::Status full = absl::ResourceExhaustedError(absl::StrCat(
-        "KV cache full: ", DescribeSession(id), " needs ", need, " more bytes and only ",
+        "KV cache full: ", who, " needs ", need, " more bytes and only ",
         options_.max_bytes - bytes_, " of --max-kv-cache-bytes=", options_.max_bytes,
         " can be freed; close idle sessions or retry later"));
     // Bigger than the whole cache: no wait makes it fit, so no retry delay.
-    if (entry.bytes + need > options_.max_bytes) return full;
+    if (after > options_.max_bytes) return full;
     // What could not be freed belongs to sessions in the middle of a call; each
     // becomes evictable when its step ends, a decode step or a prefill chunk: well
     // under a second. Sooner would mostly find them still busy.
     return WithRetryDelay(std::move(full), absl::Seconds(1));
   }
-  entry.last_used = now;
-  entry.bytes += need;
-  bytes_ += need;
+  std::vector<SessionLease> leases;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    entries[i]->last_used = now_();
+    entries[i]->bytes += needs[i];
+    bytes_ += needs[i];
+    leases.emplace_back(this, entries[i]->session, needs[i]);
+  }
   PublishLocked();
-  return SessionLease(this, entry.session, need);
+  return leases;
 }
 
 void SessionStore::Release(const Session& session, int64_t reserved, bool computed) {

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -51,6 +52,14 @@ struct Session {
 };
 
 class SessionStore;
+
+// One session of a call and the tokens it adds. `field` names it in messages
+// ("session_ids[3]"); empty: session_id (or sequence_id), as Acquire does.
+struct SessionRequest {
+  std::string id;
+  int64_t tokens = 0;
+  std::string field;
+};
 
 // The id of the session that serves the Open Inference Protocol's sequence
 // `sequence_id`: the client names a sequence, where OpenSession's ids are the
@@ -112,6 +121,13 @@ class SessionStore {
   // ABORTED busy with another call; OUT_OF_RANGE past its max_length;
   // RESOURCE_EXHAUSTED when the cache cannot make room.
   absl::StatusOr<SessionLease> Acquire(const std::string& id, int64_t tokens);
+  // Leases every session of a call on many (BlockForwardRequest.session_ids), or
+  // none: each fails as Acquire would, its message naming `field` instead of
+  // session_id (and of hidden_states for max_length); all are marked busy before
+  // room is made for their tokens together, so making room for one never evicts
+  // another of the same call. The ids must differ (a repeated id is ABORTED, busy).
+  absl::StatusOr<std::vector<SessionLease>> AcquireAll(
+      const std::vector<SessionRequest>& requests);
 
   // Ends the idle sessions whose model a reload retired (the others are ended when
   // their call does, or at their next look), so the old version's memory goes.
@@ -136,6 +152,9 @@ class SessionStore {
                                          std::shared_ptr<const Model> model,
                                          int64_t layer_start, int64_t num_layers,
                                          int64_t max_length)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The errors of Acquire for one session, with no side effect.
+  absl::Status CheckLocked(const SessionRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Release(const Session& session, int64_t reserved, bool computed);
   // Forgets `session` (unless already gone): its cache cannot be trusted.

@@ -405,6 +405,32 @@ def test_sequence_equals_a_v1_session_step_by_step(golden):
         'sequence_id: sequence "42" was closed; start it again (sequence_start)')
 
 
+def test_session_ids_parameter_steps_many_v1_sessions_in_one_call(golden):
+    """`session_ids` as a list parameter: the same bytes as the v1 multi-session
+    call on twin sessions, each session's length in `session_lengths`."""
+    x = np.random.default_rng(22).standard_normal((3, 2, SEQUENCE_HIDDEN))
+
+    def sessions():
+        return [golden.v1.OpenSession(pb.OpenSessionRequest(
+            model=SEQUENCE_MODEL, layer_start=1, num_layers=2), timeout=30).session_id
+            for _ in range(3)]
+    oip_ids, v1_ids = sessions(), sessions()
+    got, want = assert_same_answer(
+        golden, SEQUENCE_MODEL, [("hidden_states", x, "FP32")],
+        {"session_ids": ",".join(oip_ids), "sequence_lengths": "2,1,2"}, False,
+        "BlockForward",
+        pb.BlockForwardRequest(session_ids=v1_ids, sequence_lengths=[2, 1, 2],
+                               hidden_states=v1_tensor(x, "FP32")),
+        ["hidden_states"])
+    assert list(want.session_lengths) == [2, 1, 2]
+    assert json.loads(got.parameters["session_lengths"].string_param) == [2, 1, 2]
+    code, details = refusal(golden.oip.ModelInfer, infer_request(
+        SEQUENCE_MODEL, [("hidden_states", x, "FP32")],
+        {"session_ids": ",".join(oip_ids), "sequence_id": 7, "sequence_start": True}))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert details.startswith("session_ids, sequence_id: give a sequence or v1 sessions")
+
+
 def test_sequence_never_started_is_not_found(golden):
     with pytest.raises(grpc.RpcError) as error:
         step(golden, np.ones((1, SEQUENCE_HIDDEN)), "never-started-7")

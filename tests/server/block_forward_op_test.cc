@@ -156,7 +156,7 @@ TEST_F(BlockForwardOpTest, AnAbandonedBatchStopsBetweenLayersAndLeavesItsSession
   const std::string id = session_with_past();
   absl::StatusOr<BlockForwardJob> job = Parse(kTokens, id, kLayers, 0, kPast);
   ASSERT_TRUE(job.ok()) << job.status();
-  const kernels::KvCache& cache = job->session.get()->cache;
+  const kernels::KvCache& cache = job->sessions.front().get()->cache;
   const int64_t bytes_before = cache.bytes();
   int asked = 0;
   v1::BlockForwardResponse stopped;
@@ -171,7 +171,7 @@ TEST_F(BlockForwardOpTest, AnAbandonedBatchStopsBetweenLayersAndLeavesItsSession
   // The same call again on that session, and on one that never saw a stop.
   job = Parse(kTokens, id, kLayers, 0, kPast);
   ASSERT_TRUE(job.ok()) << job.status();
-  EXPECT_EQ(job->session.get()->cache.bytes(), bytes_before);
+  EXPECT_EQ(job->sessions.front().get()->cache.bytes(), bytes_before);
   v1::BlockForwardResponse again;
   run(*job, &again, [] { return false; });
   ASSERT_TRUE(BlockForwardOp::Finished(*job));

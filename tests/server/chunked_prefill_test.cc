@@ -61,8 +61,8 @@ class Observer {
   void Ran(const std::vector<BlockForwardJob*>& jobs, const std::vector<int64_t>& parts) {
     std::vector<Part> batch;
     for (size_t j = 0; j < jobs.size(); ++j) {
-      const Session* session = jobs[j]->session.get();
-      batch.push_back({session == nullptr ? "" : session->id, parts[j]});
+      const std::vector<SessionLease>& sessions = jobs[j]->sessions;
+      batch.push_back({sessions.empty() ? "" : sessions.front().get()->id, parts[j]});
     }
     std::function<void(const std::vector<Part>&)> hook;
     {

@@ -228,10 +228,10 @@ TEST(OperationMappingListsTest, BlockForwardWithoutModel) {
   EXPECT_THAT(Names(m.parameters()),
               ElementsAre("layer_start", "num_layers", "position_offset", "positions",
                           "sequence_lengths", "causal", "want_attention_stats",
-                          "session_id", "output_dtype"));
+                          "session_id", "output_dtype", "session_ids"));
   EXPECT_THAT(Names(m.outputs()), ElementsAre("hidden_states"));
   EXPECT_THAT(Names(m.response_parameters()),
-              ElementsAre("attention_stats", "session_length"));
+              ElementsAre("attention_stats", "session_length", "session_lengths"));
 
   // `fixed` is what hides it.
   const OperationMapping with_model = MappingOf<BlockForwardOp>();

@@ -150,6 +150,61 @@ TEST_F(SessionStoreTest, CapThatBusySessionsFillIsResourceExhausted) {
   EXPECT_THAT(store.Acquire(a, 1), StatusIs(absl::StatusCode::kAborted, ::testing::_));
 }
 
+TEST_F(SessionStoreTest, AcquireAllLeasesEverySessionOrNone) {
+  SessionStore store = MakeStore(8 * BlockBytes());
+  const std::string a = *store.Open(model_, 0, 1, 0);
+  const std::string b = *store.Open(model_, 0, 1, 0);
+  const std::string c = *store.Open(model_, 0, 1, 0);
+  absl::StatusOr<SessionLease> held = store.Acquire(b, 1);
+  ASSERT_TRUE(held.ok());
+  const int64_t bytes = store.bytes();
+  EXPECT_THAT(
+      store.AcquireAll(
+          {{a, 1, "session_ids[0]"}, {b, 1, "session_ids[1]"}, {c, 1, "session_ids[2]"}}),
+      StatusIs(absl::StatusCode::kAborted,
+               HasSubstr("session_ids[1]: session \"" + b + "\" is in use")));
+  EXPECT_EQ(store.bytes(), bytes) << "nothing reserved";
+  held->Release(/*computed=*/false);
+  absl::StatusOr<std::vector<SessionLease>> all = store.AcquireAll(
+      {{a, 1, "session_ids[0]"}, {b, 2, "session_ids[1]"}, {c, 3, "session_ids[2]"}});
+  ASSERT_TRUE(all.ok()) << all.status() << ": none was left leased";
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[1].get()->id, b);
+  EXPECT_EQ(store.bytes(), 3 * BlockBytes());
+  EXPECT_THAT(store.Acquire(c, 1), StatusIs(absl::StatusCode::kAborted, ::testing::_));
+}
+
+TEST_F(SessionStoreTest, MakingRoomNeverEvictsASessionOfTheSameCall) {
+  SessionStore store = MakeStore(2 * BlockBytes());
+  store.set_clock_for_testing(&FakeNow);
+  const std::string a = *store.Open(model_, 0, 1, 0);
+  const std::string b = *store.Open(model_, 0, 1, 0);
+  const std::string c = *store.Open(model_, 0, 1, 0);
+  Compute(*store.Acquire(a, 1), 1);  // a is the least recently used...
+  fake_now += absl::Seconds(1);
+  Compute(*store.Acquire(b, 1), 1);
+  fake_now += absl::Seconds(1);
+  // ...but it is in this call, whose new block for c evicts b instead.
+  absl::StatusOr<std::vector<SessionLease>> all =
+      store.AcquireAll({{c, 1, "session_ids[0]"}, {a, 1, "session_ids[1]"}});
+  ASSERT_TRUE(all.ok()) << all.status();
+  all->clear();
+  EXPECT_THAT(store.Acquire(b, 1),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("was evicted")));
+}
+
+TEST_F(SessionStoreTest, AcquireAllNamesTheRowOfEachError) {
+  SessionStore store = MakeStore(8 * BlockBytes());
+  const std::string a = *store.Open(model_, 0, 1, /*max_length=*/2);
+  EXPECT_THAT(store.AcquireAll({{a, 3, "session_ids[4]"}}),
+              StatusIs(absl::StatusCode::kOutOfRange,
+                       "session_ids[4]: session \"" + a +
+                           "\" holds 0 tokens; 3 more would pass its max_length 2"));
+  EXPECT_THAT(store.AcquireAll({{"replica-a.77", 1, "session_ids[2]"}}),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("session_ids[2]: session \"replica-a.77\" is unknown")));
+}
+
 TEST_F(SessionStoreTest, StepBiggerThanTheWholeCacheHasNoRetryDelay) {
   SessionStore store = MakeStore(BlockBytes());
   const std::string a = *store.Open(model_, 0, 1, 0);
