@@ -86,16 +86,33 @@ std::optional<BatchQueues::Closed> BatchQueues::TakeClosed(absl::Time now, bool 
   Closed closed;
   closed.key = chosen->first;
   Queue& queue = chosen->second;
-  int64_t limit = options_.max_batch_rows;  // And every taken task's bound.
-  while (!queue.tasks.empty()) {
-    const BatchTask& next = *queue.tasks.front();
-    const int64_t rows = next.rows();
-    const int64_t next_limit = std::min(limit, next.max_batch_rows());
-    if (!closed.tasks.empty() && closed.rows + rows > next_limit) break;
+  auto take = [&](std::deque<std::unique_ptr<BatchTask>>::iterator it) {
+    closed.rows += (*it)->rows();
+    closed.tasks.push_back(std::move(*it));
+    return queue.tasks.erase(it);
+  };
+  for (auto it = queue.tasks.begin(); it != queue.tasks.end();) {
+    const bool fits =
+        closed.tasks.empty() || closed.rows + (*it)->rows() <= options_.max_batch_rows;
+    it = (*it)->first_in_batch() && fits ? take(it) : std::next(it);
+  }
+  // Then the others in their order (steps that did not fit stay for the next
+  // batch), at least one.
+  int64_t limit = options_.max_batch_rows;  // And every taken task's bound...
+  int64_t rows = 0;                         // ...on the rows of these tasks.
+  for (auto it = queue.tasks.begin(); it != queue.tasks.end();) {
+    if ((*it)->first_in_batch()) {
+      ++it;
+      continue;
+    }
+    const int64_t next_limit = std::min(limit, (*it)->max_batch_rows());
+    if (rows > 0 && (rows + (*it)->rows() > next_limit ||
+                     closed.rows + (*it)->rows() > options_.max_batch_rows)) {
+      break;
+    }
     limit = next_limit;
-    closed.rows += rows;
-    closed.tasks.push_back(std::move(queue.tasks.front()));
-    queue.tasks.pop_front();
+    rows += (*it)->rows();
+    it = take(it);
   }
   queue.rows -= closed.rows;
   size_ -= static_cast<int64_t>(closed.tasks.size());

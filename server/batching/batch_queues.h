@@ -4,11 +4,14 @@
 //
 // A queue's batch closes when its tasks hold max_batch_rows rows (or the bound of
 // its first task, below), when its oldest task has waited max_queue_delay, or when
-// the caller flushes (shutdown). A closed batch takes tasks from the front while
-// they fit in max_batch_rows and in the bound of every task it holds
-// (BatchTask::max_batch_rows()), and always at least one, so a task larger than the
-// limit runs alone. Among closed queues the one whose oldest task arrived first
-// goes next. Not thread-safe: the Batcher locks.
+// the caller flushes (shutdown). A closed batch first takes every task that goes
+// first (BatchTask::first_in_batch(): decode steps) while they fit in
+// max_batch_rows, then the others from the front while they fit in max_batch_rows
+// and their rows in the bound of every such task it holds
+// (BatchTask::max_batch_rows(): a prefill's chunk), and always at least one of
+// them, so a task larger than the limit runs (alone, or beside the first ones) and
+// work in parts always advances. Among closed queues the one whose oldest task
+// arrived first goes next. Not thread-safe: the Batcher locks.
 //
 // Holds and gathers, for batches whose loops the Batcher shares with idle workers
 // (decode steps of many KV-cache sessions: streaming a model's weights dominates,
@@ -69,6 +72,12 @@ class BatchTask {
   // taking turns with what arrived later (which would delay every one of them).
   // Other keys still see it as arriving now: their older tasks go first.
   virtual bool resumed() const { return false; }
+  // Whether a closed batch takes this task before the others of its key, wherever
+  // it waits (decode steps, each a session's next token, beside the chunks of
+  // prefills): the tasks taken so do not count toward the other tasks' bounds
+  // (max_batch_rows() of this one, and of those), only toward
+  // BatchOptions::max_batch_rows.
+  virtual bool first_in_batch() const { return false; }
 
  private:
   friend class BatchQueues;

@@ -447,10 +447,12 @@ OutputHealth RunBlockForward(kernels::BlockKernels& kernels, BlockForwardJob& jo
 std::string BlockForwardOp::BatchKey(const Job& job) {
   // The version too: calls on a model's old and new weights run apart, and only
   // the same name and version mean the same weights.
-  return absl::StrCat(
-      "BlockForward/", job.model->name, "/v", job.model->version, "/", job.layer_start,
-      "/", job.num_layers, job.causal ? "/causal" : "/bidirectional",
-      job.tokens <= kernels::kShortSequenceTokens ? "/steps" : "/sequences");
+  return absl::StrCat("BlockForward/", job.model->name, "/v", job.model->version, "/",
+                      job.layer_start, "/", job.num_layers,
+                      job.causal ? "/causal" : "/bidirectional",
+                      job.has_sessions()                            ? "/sessions"
+                      : job.tokens <= kernels::kShortSequenceTokens ? "/steps"
+                                                                    : "/sequences");
 }
 
 std::vector<OutputHealth> BlockForwardOp::RunBatch(

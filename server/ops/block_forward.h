@@ -172,17 +172,26 @@ struct BlockForwardOp : OperationDefaults {
     return ParseBlockForwardRequest(request, *context.models, context.sessions,
                                     options.prefill_chunk_tokens);
   }
-  // Decode steps and longer sequences never share a kernel call (kernels/block/block.h
-  // sends them to different ones), so they queue apart: a prefill runs beside the
-  // decode batches, whose loops the workers share, instead of inside one. A
-  // chunked prefill keeps its call's key for every chunk.
+  // Session calls, decode steps and prefill chunks alike, share one queue per
+  // model version and layers: a batch takes every waiting step first, then the
+  // next prefill's chunk (FirstInBatch, MaxBatchRows), so a step waits for at most
+  // one batch of steps and a chunk, and the batch streams its weights on every
+  // worker (each row still takes the kernels of its own sequence's length,
+  // kernels/block/block.h, so its result is that of its call alone). Calls without
+  // a session queue apart by length, as decode steps and longer sequences take
+  // different kernels: a long one runs beside the short ones instead of inside
+  // their batch.
   static std::string BatchKey(const Job& job);
   static int64_t Rows(const Job& job) { return job.PartRows(); }
   // With chunked prefill, a batch holding a session's prefill holds at most a
-  // chunk's tokens, so that the decode steps waiting behind it wait at most about
-  // one chunk's time, however many prefills queue together. (Not decode steps:
-  // their batches are as large as the sessions stepping.)
+  // chunk's tokens of prefills (the token budget beside its decode steps, which
+  // it takes whatever their number), so that the decode steps wait at most about
+  // one chunk's time, however many prefills queue together.
   static int64_t MaxBatchRows(const Job& job);
+  // A session's decode step (a few tokens): taken before the prefills waiting.
+  static bool FirstInBatch(const Job& job) {
+    return job.has_sessions() && job.tokens <= kernels::kShortSequenceTokens;
+  }
   // Not until its last chunk has run.
   static bool Finished(const Job& job) { return job.done == job.tokens; }
   static int64_t Elements(const Job& job) { return job.hidden.info.elements; }

@@ -139,6 +139,12 @@ struct OperationDefaults {
   static int64_t MaxBatchRows(const Job&) {
     return std::numeric_limits<int64_t>::max();
   }
+  // Whether a batch of this job's key takes the job before the others that wait,
+  // whatever their order (BatchTask::first_in_batch()).
+  template <typename Job>
+  static bool FirstInBatch(const Job&) {
+    return false;
+  }
   // Whether the job is done after a RunBatch, or has parts left to run (above).
   template <typename Job>
   static bool Finished(const Job&) {

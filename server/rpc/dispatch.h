@@ -109,6 +109,7 @@ class OperationTask final : public ServedTask {
   int64_t max_batch_rows() const override { return Op::MaxBatchRows(job_); }
   // Asked once per batch, of its first task.
   bool gathers() const override { return Op::Gathers(job_); }
+  bool first_in_batch() const override { return Op::FirstInBatch(job_); }
   // Queued again for its next part.
   bool resumed() const override { return parts_ > 0; }
 

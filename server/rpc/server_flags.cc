@@ -66,9 +66,9 @@ ABSL_FLAG(int64_t, max_gather_delay_us, Defaults().max_gather_delay_us,
 ABSL_FLAG(int64_t, prefill_chunk_tokens, Defaults().prefill_chunk_tokens,
           "A BlockForward call on a KV-cache session with more tokens (a long prefill) "
           "runs this many at a time, each chunk through all its layers and into the "
-          "session's cache, and waits in the queue again between chunks, so that "
-          "waiting decode steps run before its next chunk; answered once, after its "
-          "last. A batch holding a session's prefill holds at most this many tokens. "
+          "session's cache, and waits in the queue again between chunks; a batch takes "
+          "every waiting decode step first, then at most this many prefill tokens "
+          "(the token budget). Answered once, after its last chunk. "
           "Smaller: shorter decode stalls, less prefill throughput (each chunk reads "
           "the layer's weights again); 64-128 on one-core replicas. 0: prefills run "
           "whole.");

@@ -16,11 +16,16 @@ class FakeTask : public BatchTask {
  public:
   FakeTask(int id, int64_t rows,
            int64_t max_batch_rows = std::numeric_limits<int64_t>::max(),
-           bool resumed = false)
-      : id_(id), rows_(rows), max_batch_rows_(max_batch_rows), resumed_(resumed) {}
+           bool resumed = false, bool first_in_batch = false)
+      : id_(id),
+        rows_(rows),
+        max_batch_rows_(max_batch_rows),
+        resumed_(resumed),
+        first_in_batch_(first_in_batch) {}
   int64_t rows() const override { return rows_; }
   int64_t max_batch_rows() const override { return max_batch_rows_; }
   bool resumed() const override { return resumed_; }
+  bool first_in_batch() const override { return first_in_batch_; }
   int id() const { return id_; }
 
  private:
@@ -28,6 +33,7 @@ class FakeTask : public BatchTask {
   const int64_t rows_;
   const int64_t max_batch_rows_;
   const bool resumed_;
+  const bool first_in_batch_;
 };
 
 const absl::Time kStart = absl::FromUnixSeconds(1'800'000'000);
@@ -155,6 +161,54 @@ TEST(BatchQueuesTest, ResumedTaskGoesAheadOfItsKeysNewTasksButNotOthersOlderOnes
   // 3 waited since before 4 was queued again; 4 and 5 go before 1 and 2 then; 1
   // and 2 keep their own arrival, before 6's.
   EXPECT_EQ(order, (std::vector<int>{3, 4, 5, 1, 2, 6}));
+}
+
+// Decode steps (first_in_batch) beside prefills in parts (bound 8 each): a batch
+// takes every step wherever it waits, then prefill rows up to their bound; the
+// steps do not count toward that bound, only toward max_batch_rows. At least one
+// prefill runs in each batch that has one waiting, however many steps wait, and
+// prefills run in the order they started (a resumed part goes first).
+TEST(BatchQueuesTest, StepsGoFirstThenPrefillRowsUpToTheirBound) {
+  BatchQueues queues(Options(20, absl::ZeroDuration(), 100));
+  const auto add = [&](int id, int64_t rows, int64_t bound, bool resumed, bool step) {
+    std::unique_ptr<BatchTask> task =
+        std::make_unique<FakeTask>(id, rows, bound, resumed, step);
+    ASSERT_TRUE(queues.Schedule("k", task, kStart).ok());
+  };
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  add(1, 8, 8, false, false);     // A prefill's first part,
+  add(2, 1, kNone, false, true);  // steps,
+  add(3, 8, 8, false, false);     // a second prefill,
+  add(4, 2, kNone, false, true);
+  add(5, 8, 8, /*resumed=*/true, false);  // a prefill's next part: ahead of 1 and 3.
+  auto closed = queues.TakeClosed(kStart, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{2, 4, 5})) << "8 + 3 step rows";
+  EXPECT_EQ(closed->rows, 11);
+  closed = queues.TakeClosed(kStart, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{1}));
+
+  // Steps filling max_batch_rows: the prefill's part still runs beside them.
+  for (int id = 10; id < 30; ++id) add(id, 1, kNone, false, true);
+  closed = queues.TakeClosed(kStart, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(closed->tasks.size(), 21u) << "20 steps and prefill 3";
+  EXPECT_EQ(Ids(closed->tasks).back(), 3);
+  EXPECT_EQ(queues.size(), 0);
+
+  // More steps than max_batch_rows: the rest wait for the next batch, and the
+  // prefill behind them still runs a part in this one.
+  for (int id = 30; id < 55; ++id) add(id, 1, kNone, false, true);
+  add(60, 8, 8, false, false);
+  closed = queues.TakeClosed(kStart, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(closed->rows, 28);
+  EXPECT_EQ(Ids(closed->tasks)[19], 49);
+  EXPECT_EQ(Ids(closed->tasks).back(), 60);
+  closed = queues.TakeClosed(kStart, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{50, 51, 52, 53, 54}));
 }
 
 TEST(BatchQueuesTest, KeysNeverMixAndTheOldestClosedQueueGoesFirst) {

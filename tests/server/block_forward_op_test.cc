@@ -69,7 +69,7 @@ class BlockForwardOpTest : public ::testing::Test {
   std::deque<v1::BlockForwardRequest> requests_;  // The jobs view them.
 };
 
-TEST_F(BlockForwardOpTest, StepsAndSequencesQueueApartAndNeverInline) {
+TEST_F(BlockForwardOpTest, StatelessStepsAndSequencesQueueApartAndNeverInline) {
   absl::StatusOr<BlockForwardJob> step = Parse(1, "", 2);
   absl::StatusOr<BlockForwardJob> sequence = Parse(kernels::kShortSequenceTokens + 1, "");
   ASSERT_TRUE(step.ok() && sequence.ok());
@@ -95,7 +95,8 @@ TEST_F(BlockForwardOpTest, EndReleasesTheLeaseAndAFailedStepClosesTheSession) {
 }
 
 // --prefill-chunk-tokens=5: a session call of more tokens runs 5 at a time under
-// its call's key, and any session prefill bounds its batch to 5 tokens; decode
+// its call's key, and any session prefill bounds its batch's prefill tokens to 5;
+// session calls, steps and prefills, share a key, in which steps go first; decode
 // steps and calls without a session are neither cut nor bounded.
 TEST_F(BlockForwardOpTest, LongSessionPrefillsRunInChunksThatBoundTheirBatch) {
   constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
@@ -106,7 +107,8 @@ TEST_F(BlockForwardOpTest, LongSessionPrefillsRunInChunksThatBoundTheirBatch) {
   EXPECT_EQ(BlockForwardOp::Rows(*job), 5);
   EXPECT_EQ(BlockForwardOp::MaxBatchRows(*job), 5);
   EXPECT_FALSE(BlockForwardOp::Finished(*job));
-  EXPECT_EQ(BlockForwardOp::BatchKey(*job), "BlockForward/demo/v1/0/1/causal/sequences");
+  EXPECT_EQ(BlockForwardOp::BatchKey(*job), "BlockForward/demo/v1/0/1/causal/sessions");
+  EXPECT_FALSE(BlockForwardOp::FirstInBatch(*job));
   job->done = 10;  // As after two chunks: the last is the rest.
   EXPECT_EQ(BlockForwardOp::Rows(*job), 2);
   job->done = 12;
@@ -123,6 +125,8 @@ TEST_F(BlockForwardOpTest, LongSessionPrefillsRunInChunksThatBoundTheirBatch) {
   job = Parse(1, id, 1, 5);  // A decode step batches with every session's.
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(BlockForwardOp::MaxBatchRows(*job), kUnbounded);
+  EXPECT_TRUE(BlockForwardOp::FirstInBatch(*job));
+  EXPECT_EQ(BlockForwardOp::BatchKey(*job), "BlockForward/demo/v1/0/1/causal/sessions");
   BlockForwardOp::End(*job, JobOutcome::kNotComputed);
 
   job = Parse(12, "", 1, 5);  // No session, no cache to attend over: whole.
@@ -130,6 +134,7 @@ TEST_F(BlockForwardOpTest, LongSessionPrefillsRunInChunksThatBoundTheirBatch) {
   EXPECT_FALSE(job->InChunks());
   EXPECT_EQ(BlockForwardOp::Rows(*job), 12);
   EXPECT_EQ(BlockForwardOp::MaxBatchRows(*job), kUnbounded);
+  EXPECT_FALSE(BlockForwardOp::FirstInBatch(*job));
 }
 
 // Once every call of a batch is gone, it stops before its next layer: no job

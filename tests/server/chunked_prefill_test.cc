@@ -5,13 +5,15 @@
 // (which job ran how many tokens), and the test acts between two chunks of a
 // prefill: it sends a decode step, cancels the call, lets its deadline pass, or
 // closes its session. Checked: a prefill in chunks equals the prefill run whole
-// and is answered once; a decode step queued during a chunk runs before the next
-// one; a call cancelled or expired between chunks stops there and leaves its
-// session as before the call; a session closed between chunks still gets its whole
-// answer; prefills queued together run at most a chunk's tokens per batch.
+// and is answered once; a decode step queued during a chunk runs beside the next
+// one, each bit for bit as alone; a call cancelled or expired between chunks stops
+// there and leaves its session as before the call; a session closed between chunks
+// still gets its whole answer; prefills queued together run at most a chunk's
+// tokens per batch, one after another in the order they came.
 #include <grpcpp/grpcpp.h>
 #include <prometheus/metric_family.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -405,11 +407,17 @@ std::function<void(const std::vector<Part>&)> AfterFirstChunk(
 }
 
 // One worker: while the prefill's first chunk runs, a decode step of another
-// session is queued; it runs before the prefill's next chunk, not after its last.
-TEST_F(ChunkedPrefillTest, DecodeStepQueuedDuringAChunkRunsBeforeTheNext) {
+// session is queued; it runs in the next batch, beside the prefill's next chunk
+// (not after its last), and both get what they get alone, bit for bit.
+TEST_F(ChunkedPrefillTest, DecodeStepQueuedDuringAChunkRunsBesideTheNext) {
   const std::string decoding = Open(), prefilling = Open();
+  const std::string decoding_alone = Open(), prefilling_alone = Open();
+  const std::vector<float> history = Hidden(3, 2), step_x = Hidden(1, 4),
+                           prompt = Hidden(50, 3);
   v1::BlockForwardResponse response;
-  ASSERT_TRUE(Call(SessionCall(decoding, Hidden(3, 2)), &response).ok());
+  for (const std::string& s : {decoding, decoding_alone}) {
+    ASSERT_TRUE(Call(SessionCall(s, history), &response).ok());
+  }
 
   std::atomic<bool> first_chunk_ran{false};
   observer_.SetHook(AfterFirstChunk(prefilling, [&] {
@@ -417,9 +425,9 @@ TEST_F(ChunkedPrefillTest, DecodeStepQueuedDuringAChunkRunsBeforeTheNext) {
     // The step is queued (the prefill is not: it runs here).
     EXPECT_TRUE(WaitUntil([&] { return service_->depth() >= 1; }));
   }));
-  AsyncCall prefill(stub_.get(), SessionCall(prefilling, Hidden(50, 3)));
+  AsyncCall prefill(stub_.get(), SessionCall(prefilling, prompt));
   ASSERT_TRUE(WaitUntil([&] { return first_chunk_ran.load(); }));
-  AsyncCall step(stub_.get(), SessionCall(decoding, Hidden(1, 4)));
+  AsyncCall step(stub_.get(), SessionCall(decoding, step_x));
   step.Join();
   prefill.Join();
   ASSERT_TRUE(step.status().ok()) << step.status().error_message();
@@ -431,8 +439,16 @@ TEST_F(ChunkedPrefillTest, DecodeStepQueuedDuringAChunkRunsBeforeTheNext) {
   const std::vector<size_t> chunks = observer_.BatchesOf(prefilling);
   ASSERT_EQ(steps.size(), 2u);  // The 3-token prefill, then the step.
   ASSERT_EQ(chunks.size(), 10u);
-  EXPECT_EQ(steps[1], chunks[0] + 1) << "the step ran right after the first chunk";
+  EXPECT_EQ(steps[1], chunks[1]) << "the step ran in one batch with the second chunk";
   EXPECT_EQ(observer_.PartsOf(decoding), (std::vector<int64_t>{3, 1}));
+
+  observer_.SetHook(nullptr);
+  v1::BlockForwardResponse step_alone, prefill_alone;
+  ASSERT_TRUE(Call(SessionCall(decoding_alone, step_x), &step_alone).ok());
+  ASSERT_TRUE(Call(SessionCall(prefilling_alone, prompt), &prefill_alone).ok());
+  EXPECT_EQ(step.response().hidden_states().data(), step_alone.hidden_states().data());
+  EXPECT_EQ(prefill.response().hidden_states().data(),
+            prefill_alone.hidden_states().data());
 }
 
 // Cancelled between chunks: the rest is not computed, the call is answered
@@ -554,8 +570,16 @@ TEST_F(ChunkedPrefillTest, PrefillsQueuedTogetherRunAChunkPerBatch) {
     for (const Part& part : batch) rows += part.tokens;
     EXPECT_LE(rows, kChunk);
   }
-  // The prefill going on goes on first: its chunks before the others' first.
+  // The prefill going on goes on first: its chunks before the others' first; and
+  // each of the others finishes before the next begins, in the order they came
+  // (which the three calls' threads decide: the order of their first chunks).
   EXPECT_LT(observer_.BatchesOf(first).back(), observer_.BatchesOf(ids[0]).front());
+  std::vector<std::vector<size_t>> batches_of;
+  for (const std::string& id : ids) batches_of.push_back(observer_.BatchesOf(id));
+  std::sort(batches_of.begin(), batches_of.end());
+  for (size_t i = 0; i + 1 < batches_of.size(); ++i) {
+    EXPECT_LT(batches_of[i].back(), batches_of[i + 1].front()) << i;
+  }
   observer_.SetHook(nullptr);
   for (int i = 0; i < 3; ++i) {
     v1::BlockForwardResponse response;
