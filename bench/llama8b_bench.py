@@ -183,11 +183,14 @@ def block_flops(t):
 # ---------------------------------------------------------------------------------
 
 
-def run_peak_bench(path, threads, quick):
+def run_peak_bench(path, threads, quick, rows=None):
     """layerserve_matmul_peak_bench's lines: {"matmul": {(M, N, weights layout):
     fields}, "bandwidth": fields}, fields {name: number} (see
-    bench/kernels/linear/matmul_peak_bench.cc)."""
+    bench/kernels/linear/matmul_peak_bench.cc); `rows`: the decode steps' M to
+    measure (its default: 16)."""
     cmd = [path, f"--threads={threads}"] + (["--quick"] if quick else [])
+    if rows:
+        cmd.append("--rows=" + ",".join(str(n) for n in rows))
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         sys.exit(f"llama8b_bench: {' '.join(cmd)} failed ({out.returncode}):\n"

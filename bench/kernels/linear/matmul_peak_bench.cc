@@ -1,7 +1,7 @@
 // The machine's two ceilings for a Llama-3-8B-shaped block with N threads (default
 // 2): the bare oneDNN bfloat16 matmul of the MLP's largest shapes (M = 512, K =
-// 4096, N = 2 * 14336 gate|up fused, and N = 14336; and M = 16 at the fused shape,
-// a 16-session decode step), in GFLOP/s; and the memory
+// 4096, N = 2 * 14336 gate|up fused, and N = 14336; and at the fused shape the
+// rows of decode steps, M = 16 or each of --rows), in GFLOP/s; and the memory
 // read bandwidth of N threads streaming a buffer far larger than the last-level
 // cache, in GB/s (what a T = 1 call, which reads every weight once, is bounded by).
 // bench/llama8b_bench.py runs this binary and parses its lines:
@@ -15,7 +15,7 @@
 // ceiling is the faster: on the AMX Xeon VM this was written on (2 threads, M =
 // 512), `plain` measured 1.5-2x the GFLOP/s of `packed`.
 //
-// Usage: layerserve_matmul_peak_bench [--threads=N] [--quick]
+// Usage: layerserve_matmul_peak_bench [--threads=N] [--rows=R,R,...] [--quick]
 // Each figure is the median of several timed runs after a warm-up.
 #include <omp.h>
 #include <sys/mman.h>
@@ -154,14 +154,27 @@ void ReadBandwidth(int threads, size_t bytes, int runs) {
 int main(int argc, char** argv) {
   int threads = 2;
   bool quick = false;
+  std::vector<int64_t> step_rows = {16};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--threads=", 0) == 0) {
       threads = std::atoi(arg.c_str() + 10);
+    } else if (arg.rfind("--rows=", 0) == 0) {
+      step_rows.clear();
+      for (const char* p = arg.c_str() + 7; *p != '\0';) {
+        char* end = nullptr;
+        step_rows.push_back(std::strtol(p, &end, 10));
+        if (end == p || step_rows.back() < 1) {
+          std::fprintf(stderr, "--rows takes a comma list of counts >= 1\n");
+          return 2;
+        }
+        p = *end == ',' ? end + 1 : end;
+      }
     } else if (arg == "--quick") {
       quick = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--threads=N] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads=N] [--rows=R,R,...] [--quick]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -176,9 +189,11 @@ int main(int argc, char** argv) {
   for (int64_t n : {2 * 14336, 14336}) {
     for (bool packed : {true, false}) Matmul(threads, 512, 4096, n, packed, runs);
   }
-  // A 16-session decode step's largest product: 16 rows against weights that come
-  // from memory each run (235 MB), what one-token steps of 16 sessions batched into
-  // one call are bound by on CPUs whose matmul at 16 rows is slower than the read.
-  Matmul(threads, 16, 4096, 2 * 14336, /*packed=*/true, runs * 2);
+  // A decode step's largest product: a row per session against weights that come
+  // from memory each run (235 MB), what one-token steps of that many sessions
+  // batched into one call are bound by where the matmul is slower than the read.
+  for (int64_t rows : step_rows) {
+    Matmul(threads, rows, 4096, 2 * 14336, /*packed=*/true, runs * 2);
+  }
   return 0;
 }
