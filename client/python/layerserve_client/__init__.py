@@ -12,7 +12,7 @@ from .errors import LayerServeError
 from .pipeline import Pipeline, PipelineForwardResult, PipelineSession
 from .results import BlockForwardResult, ModelInfo, NormalizeResult, RopeConfig, RopeResult
 from .retry import RetryPolicy
-from .session import SESSION_HEADER, Session, SessionForwardResult
+from .session import SESSION_HEADER, Session, SessionForwardResult, StepResult
 from .tensors import (bfloat16_bits_to_float32, float32_to_bfloat16_bits, from_tensor,
                       round_to_bfloat16, to_tensor)
 
@@ -24,5 +24,5 @@ __all__ = [
     "float32_to_bfloat16_bits", "bfloat16_bits_to_float32", "round_to_bfloat16",
     "channel_target", "rope_scaling", "pb", "pb_grpc", "Session",
     "SessionForwardResult", "SESSION_HEADER", "Pipeline", "PipelineSession",
-    "PipelineForwardResult",
+    "PipelineForwardResult", "StepResult",
 ]

@@ -21,7 +21,7 @@ from ._stubs import pb, pb_grpc
 from .errors import LayerServeError
 from .results import BlockForwardResult, ModelInfo, NormalizeResult, RopeResult
 from .retry import RetryPolicy, call_with_retries
-from .session import SESSION_HEADER, Session, SessionForwardResult
+from .session import SESSION_HEADER, Session, SessionForwardResult, StepResult
 from .tensors import DType, from_tensor, to_tensor, wire_dtype
 
 DEFAULT_TARGET = "127.0.0.1:50051"
@@ -460,6 +460,52 @@ class Client:
                               session_id=session_id, retry=RetryPolicy(max_attempts=1))
         return SessionForwardResult(_array(response.hidden_states, "hidden_states"),
                                     int(response.session_length))
+
+    def step(self, sessions: Sequence[Union[Session, str]], hidden_states,
+             sequence_lengths: Optional[Sequence[int]] = None, *, dtype: DType = None,
+             output_dtype: DType = None, timeout=_UNSET) -> StepResult:
+        """Many sessions in one BlockForward call (session_ids): row b of
+        hidden_states [B, T, D] continues sessions[b] (a Session or its id), exactly
+        as session b's own forward of that row would, bit for bit. [T, D] is one
+        session's row. sequence_lengths (B entries in [1, T]) makes the rows ragged:
+        row b adds its first sequence_lengths[b] tokens; its padded rows of the
+        output are zeros. Positions continue from each session's length.
+
+        All or nothing: when one session is unknown, busy, full or not of the same
+        model and layers as the others, the call fails (LayerServeError) with the
+        status that session alone would get, its message naming the row
+        ("session_ids[2]: ..."), and no session advances. Never retried, as
+        Session.forward. Returns StepResult(hidden_states, lengths) and sets each
+        Session's `length`. The sessions live on one replica: the call carries the
+        first one's id in the x-layerserve-session header."""
+        sessions = list(sessions)
+        if not sessions:
+            raise _invalid("sessions: empty; give one Session or session id per row")
+        ids = []
+        for b, session in enumerate(sessions):
+            if isinstance(session, Session):
+                ids.append(session.id)
+            elif isinstance(session, str):
+                ids.append(session)
+            else:
+                raise _invalid(f"sessions[{b}]: a Session or a session id, not "
+                               f"{type(session).__name__}")
+        request = pb.BlockForwardRequest(
+            session_ids=ids, hidden_states=_tensor(hidden_states, dtype, "hidden_states"),
+            sequence_lengths=_int_list(sequence_lengths),
+            output_dtype=_dtype_number(output_dtype, "output_dtype"))
+        # One attempt only: a call whose answer was lost may have appended already.
+        response = self._call(self._stub.BlockForward, request, timeout,
+                              session_id=ids[0], retry=RetryPolicy(max_attempts=1))
+        lengths = [int(n) for n in response.session_lengths]
+        if len(lengths) != len(ids):  # A server bug, but say what it was.
+            raise LayerServeError(grpc.StatusCode.INTERNAL,
+                                  f"response session_lengths: {len(lengths)} entries for "
+                                  f"{len(ids)} sessions")
+        for session, length in zip(sessions, lengths):
+            if isinstance(session, Session):
+                session.length = length
+        return StepResult(_array(response.hidden_states, "hidden_states"), lengths)
 
     # ---- models and health
 

@@ -2,7 +2,9 @@
 
 Only UNAVAILABLE is retried: layerserve.proto gives it for a draining server and
 gRPC for an unreachable one, and every layerserve RPC is a pure computation, so
-sending it again is safe. Every other code is the answer (INVALID_ARGUMENT will not
+sending it again is safe. Except a session step: a BlockForward with session_id or
+session_ids appends to KV caches, and one whose answer was lost may have appended
+already, so Client sends those once (Session.forward, Client.step). Every other code is the answer (INVALID_ARGUMENT will not
 change by repeating it; DEADLINE_EXCEEDED means the time is spent). The call's
 deadline covers all attempts and the waits between them.
 """

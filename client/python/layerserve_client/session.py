@@ -16,9 +16,21 @@ Every call of a session carries its id in the x-layerserve-session header, so a 
 balancer routing on it keeps the session's calls on the replica that opened it
 (docs/OPERATIONS.md, "Sessions and load balancing"). Forward calls are never retried: one whose answer was lost
 may have appended its tokens already, and a retry would append them twice.
+
+Many sessions in one call (Client.step): row b of hidden_states [B, T, D] continues
+session b, all of them in one BlockForward (session_ids), all or nothing:
+
+    a, b = client.open_session(model="tiny-llama"), client.open_session(model="tiny-llama")
+    out = client.step([a, b], prompts, sequence_lengths=[5, 3])  # ragged prefill
+    out = client.step([a, b], next_tokens)                       # [2, 1, D]
+    out.hidden_states, out.lengths, a.length                     # lengths: [6, 4]
+
+When one session is unknown, busy, full or mismatched the call fails with the status
+that session alone would get, its message naming the row ("session_ids[1]: ..."), and
+no session advances. Like forward, a step is never retried.
 """
 import dataclasses
-from typing import Optional
+from typing import List, Optional
 
 import grpc
 import numpy as np
@@ -38,6 +50,15 @@ class SessionForwardResult:
     and the number of tokens the session holds after the call."""
     hidden_states: np.ndarray
     length: int
+
+
+@dataclasses.dataclass
+class StepResult:
+    """One Client.step: the hidden states of every row (the shape sent; a row's
+    padding past its sequence length comes back as zeros) and each session's number
+    of tokens after the call, in the order of the sessions given."""
+    hidden_states: np.ndarray
+    lengths: List[int]
 
 
 class Session:
