@@ -9,7 +9,7 @@ See docs/clients/python.md.
 from ._stubs import pb, pb_grpc
 from .client import Client, channel_target, rope_scaling
 from .errors import LayerServeError
-from .pipeline import Pipeline, PipelineForwardResult, PipelineSession
+from .pipeline import Pipeline, PipelineForwardResult, PipelineSession, PipelineStepResult
 from .results import BlockForwardResult, ModelInfo, NormalizeResult, RopeConfig, RopeResult
 from .retry import RetryPolicy
 from .session import SESSION_HEADER, Session, SessionForwardResult, StepResult
@@ -24,5 +24,5 @@ __all__ = [
     "float32_to_bfloat16_bits", "bfloat16_bits_to_float32", "round_to_bfloat16",
     "channel_target", "rope_scaling", "pb", "pb_grpc", "Session",
     "SessionForwardResult", "SESSION_HEADER", "Pipeline", "PipelineSession",
-    "PipelineForwardResult", "StepResult",
+    "PipelineForwardResult", "StepResult", "PipelineStepResult",
 ]

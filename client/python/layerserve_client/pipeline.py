@@ -10,6 +10,9 @@
             step = session.forward(prompt_embeddings)           # prefill
             step = session.forward(next_token_embedding)        # [1, D]
             step.hidden_states, step.stage_seconds
+        a, b = pipeline.open_session(), pipeline.open_session()
+        step = pipeline.step([a, b], prompts, sequence_lengths=[5, 3])  # one call a stage
+        step = pipeline.step([a, b], next_tokens)                       # [2, 1, D]
 
     pipeline = Pipeline.from_servers(["10.0.0.1:50051", ...])   # spans from GetModel
 
@@ -25,10 +28,21 @@ other: a restarted replica), re-sends the stage's cached inputs as one prefill,
 then the step, and carries on: the caller sees no error. The recovered cache is
 the same keys and values up to float32 rounding (a prefill sums in another order
 than the steps did), so later outputs match to ~1e-6 rather than bit for bit.
+
+Many sessions in one call per stage (Pipeline.step): row b continues
+PipelineSession b, and each stage gets one BlockForward carrying every session's
+stage session (session_ids), all or nothing. A stage's sessions normally share one
+replica; rows whose sessions live on different replicas (one was recovered while
+another was not yet) go as one call per replica. Recovery is forward's: a call that
+fails because its replica is lost (UNAVAILABLE, or NOT_FOUND without a row)
+re-opens each of its sessions on the stage's next replica, a NOT_FOUND naming a row
+("session_ids[2]: ...") re-opens that session alone; nothing was appended by the
+failed call, so the step is then sent again.
 """
 import dataclasses
+import re
 import time
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import grpc
 import numpy as np
@@ -40,6 +54,9 @@ from .errors import LayerServeError
 _LOST = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND)
 
 StageSpec = Tuple[Union[str, Sequence[str]], int, int]
+
+# The row a multi-session call's error names: "session_ids[3]: ...".
+_ROW = re.compile(r"^session_ids\[(\d+)\]: ")
 
 
 def _invalid(message: str) -> LayerServeError:
@@ -55,6 +72,18 @@ class PipelineForwardResult:
     length: int
     stage_seconds: List[float]
     stage_targets: List[str]
+
+
+@dataclasses.dataclass
+class PipelineStepResult:
+    """One Pipeline.step: the last stage's hidden states of every row (the shape
+    sent; padding past a row's sequence length is zeros), each session's number of
+    tokens, each stage's wall time in seconds (recoveries included) and, per stage,
+    the replica that answered each row."""
+    hidden_states: np.ndarray
+    lengths: List[int]
+    stage_seconds: List[float]
+    stage_targets: List[List[str]]
 
 
 class _Stage:
@@ -180,6 +209,105 @@ class Pipeline:
             self.last_stage_seconds.append(time.perf_counter() - started)
         return x
 
+    def step(self, sessions: Sequence["PipelineSession"], hidden_states,
+             sequence_lengths: Optional[Sequence[int]] = None, *, dtype=None,
+             output_dtype=None, timeout: Optional[float] = None) -> PipelineStepResult:
+        """Many sessions through every stage, one call per stage (Client.step):
+        row b of hidden_states [B, T, D] ([T, D]: one session) is appended to
+        sessions[b], a PipelineSession of this pipeline. sequence_lengths (B
+        entries in [1, T]) makes the rows ragged. Bit for bit what each session's
+        forward of its row would give. A stage whose replica is lost is recovered
+        as in forward (see the module docstring). timeout: seconds per stage call
+        (None: the Clients'). A step that fails at a later stage leaves the
+        earlier stages' sessions advanced, as forward does."""
+        sessions = list(sessions)
+        if not sessions:
+            raise _invalid("sessions: empty; give one PipelineSession per row")
+        for b, session in enumerate(sessions):
+            if not isinstance(session, PipelineSession) or session._pipeline is not self:
+                raise _invalid(f"sessions[{b}]: not a PipelineSession of this pipeline")
+            for c in range(b):
+                if sessions[c] is session:
+                    raise _invalid(f"sessions[{b}]: repeats sessions[{c}]")
+        x = np.asarray(hidden_states, dtype=np.float32)
+        shape = x.shape
+        if x.ndim == 2:
+            x = x[None]
+        if x.ndim != 3 or x.shape[0] != len(sessions):
+            raise _invalid(f"hidden_states: shape {list(shape)} for {len(sessions)} "
+                           "sessions; want [B, T, D] with B = the number of sessions")
+        if sequence_lengths is None:
+            lengths = [x.shape[1]] * len(sessions)
+        else:
+            lengths = [int(n) for n in sequence_lengths]
+            if len(lengths) != len(sessions):
+                raise _invalid(f"sequence_lengths: {len(lengths)} entries for "
+                               f"{len(sessions)} sessions")
+            for b, n in enumerate(lengths):
+                if not 1 <= n <= x.shape[1]:
+                    raise _invalid(f"sequence_lengths[{b}]: {n} must be in [1, "
+                                   f"{x.shape[1]}]")
+        options = {"dtype": dtype, "output_dtype": output_dtype}
+        if timeout is not None:
+            options["timeout"] = timeout
+        seconds, targets = [], []
+        for index in range(len(self._stages)):
+            started = time.perf_counter()
+            x, stage_targets, new_lengths = self._step_stage(index, sessions, x, lengths,
+                                                             options)
+            seconds.append(time.perf_counter() - started)
+            targets.append(stage_targets)
+        for session, length in zip(sessions, new_lengths):
+            session.length = length
+        return PipelineStepResult(x.reshape(shape), new_lengths, seconds, targets)
+
+    def _step_stage(self, index: int, sessions: List["PipelineSession"], x: np.ndarray,
+                    lengths: List[int], options):
+        """Stage `index` of Pipeline.step: one Client.step per replica holding the
+        rows' sessions (normally one), recovering lost sessions; records each row's
+        real tokens for a later re-prefill. Returns the output [B, T, D], each
+        row's replica target and each session's length."""
+        out = np.zeros(x.shape, dtype=np.float32)
+        targets: List[str] = [""] * len(sessions)
+        new_lengths = [0] * len(sessions)
+        rows_left = list(range(len(sessions)))
+        # Each failed call recovers at least one session; a row's session is
+        # recovered at most once per attempt of the stage's replicas.
+        budget = len(sessions) * len(self._stages[index].clients) + 1
+        while rows_left:
+            groups: Dict[int, List[int]] = {}
+            clients = {}
+            for b in rows_left:
+                client = sessions[b]._sessions[index]._client
+                groups.setdefault(id(client), []).append(b)
+                clients[id(client)] = client
+            key, rows = next(iter(groups.items()))
+            client = clients[key]
+            try:
+                result = client.step([sessions[b]._sessions[index] for b in rows],
+                                     x[rows], [lengths[b] for b in rows], **options)
+            except LayerServeError as error:
+                budget -= 1
+                if error.code not in _LOST or budget <= 0:
+                    raise
+                # NOT_FOUND naming a row: that session alone (evicted, expired);
+                # otherwise the replica: every session on it.
+                row = None
+                if error.code == grpc.StatusCode.NOT_FOUND:
+                    row = _ROW.match(error.details)
+                lost = [rows[int(row.group(1))]] if row else rows
+                for b in lost:
+                    sessions[b]._recover(index, error, options)
+                continue
+            out[rows] = result.hidden_states
+            for i, b in enumerate(rows):
+                targets[b] = client.target
+                new_lengths[b] = result.lengths[i]
+                sessions[b]._inputs[index].append(
+                    np.array(x[b, :lengths[b]], dtype=np.float32))
+            rows_left = [b for b in rows_left if b not in rows]
+        return out, targets, new_lengths
+
     def open_session(self, max_length: int = 0) -> "PipelineSession":
         """A session per stage, for incremental decoding across the pipeline; a
         context manager that closes them all."""
@@ -233,8 +361,13 @@ class PipelineSession:
         once) and re-send the stage's cached inputs as one prefill, with the step's
         call options (the same wire dtype)."""
         stage = self._pipeline._stages[index]
-        for _ in range(len(stage.clients)):
-            stage.next_replica()
+        lost = self._sessions[index]._client
+        for attempt in range(len(stage.clients)):
+            # The stage's current replica, unless that is the lost one (another
+            # session's recovery may have moved there already: sessions stepped
+            # together stay together).
+            if attempt > 0 or stage.client is lost:
+                stage.next_replica()
             try:
                 session = self._open(stage)
                 if self._inputs[index]:

@@ -3,8 +3,10 @@ three spans 0:3, 3:6 (two replicas) and 6:8 against one server with all 8 layers
 for 8-layer float32 copies of the llama, qwen2 and gpt2 golden checkpoints
 (tests/testing/deep_checkpoint.py). Forward and session steps equal the one
 server's bit for bit; a middle replica SIGKILLed after step 8 or a stage session
-lost (NOT_FOUND) is re-prefilled elsewhere and the steps still match; from_servers
-orders the spans and refuses gaps and overlaps; OUT_OF_RANGE names the span."""
+lost (NOT_FOUND) is re-prefilled elsewhere and the steps still match; Pipeline.step
+(many sessions in one call per stage) equals each session's forward bit for bit, and
+recovers a lost row or a killed replica; from_servers orders the spans and refuses
+gaps and overlaps; OUT_OF_RANGE names the span."""
 import os
 import signal
 
@@ -16,7 +18,7 @@ from checks import assert_close
 from conftest import MODELS, stop_cleanly
 from deep_checkpoint import write_deep_copy
 from layerserve_client import (Client, LayerServeError, Pipeline, PipelineForwardResult,
-                               PipelineSession)
+                               PipelineSession, PipelineStepResult)
 from server_process import ServerProcess
 
 ARCHITECTURES = ["tiny-llama", "tiny-qwen2", "tiny-gpt2"]
@@ -249,3 +251,94 @@ def test_from_servers_refuses_servers_of_different_models(servers):
             "says 8")
     finally:
         stop_cleanly(golden)
+
+
+def step_calls(d, seed):
+    """3 sessions: a ragged prefill, 4 one-token steps, a ragged 2-token step."""
+    calls = [(hidden((3, PREFILL, d), seed), [PREFILL, 2, 4])]
+    calls += [(hidden((3, 1, d), seed + 1 + i), [1, 1, 1]) for i in range(4)]
+    calls.append((hidden((3, 2, d), seed + 5), [2, 1, 2]))
+    return calls
+
+
+def forwards(sessions, rows, lengths):
+    """Each row's real tokens as its session's own forward, padded like a step."""
+    out = np.zeros_like(rows)
+    for b, session in enumerate(sessions):
+        out[b, :lengths[b]] = session.forward(rows[b, :lengths[b]]).hidden_states
+    return out
+
+
+@pytest.mark.parametrize("model", ARCHITECTURES)
+def test_step_of_many_sessions_equals_their_forwards(servers, model):
+    d = hidden_size(servers["full"].target, model)
+    with Pipeline(stages(servers), model=model, timeout=60) as pipeline:
+        alone = [pipeline.open_session() for _ in range(3)]
+        together = [pipeline.open_session() for _ in range(3)]
+        for rows, lengths in step_calls(d, 20):
+            want = forwards(alone, rows, lengths)
+            got = pipeline.step(together, rows, sequence_lengths=lengths)
+            assert isinstance(got, PipelineStepResult)
+            assert np.array_equal(got.hidden_states, want), model
+            assert got.lengths == [s.length for s in alone]
+            assert [s.length for s in together] == got.lengths
+            assert len(got.stage_seconds) == 3
+            # One call per stage: every row on the stage's one replica in use.
+            assert got.stage_targets == [[servers[n].target] * 3 for n in ("a", "b1", "c")]
+        one = pipeline.step([together[1]], hidden((1, d), 30))  # [T, D]: one session
+        assert one.hidden_states.shape == (1, d)
+        assert one.lengths == [together[1].length] == [alone[1].length + 1]
+        for session in alone + together:
+            assert session.recoveries == 0
+            session.close()
+
+
+def test_step_recovers_the_session_a_row_names(servers):
+    """NOT_FOUND naming session_ids[1] at the last stage: that session alone is
+    re-opened and re-prefilled, and the step goes on."""
+    model = "tiny-llama"
+    d = hidden_size(servers["full"].target, model)
+    calls = step_calls(d, 40)
+    with Pipeline(stages(servers), model=model, timeout=60) as pipeline:
+        alone = [pipeline.open_session() for _ in range(3)]
+        together = [pipeline.open_session() for _ in range(3)]
+        for i, (rows, lengths) in enumerate(calls):
+            if i == 2:
+                with Client(servers["c"].target) as c:  # As if evicted.
+                    c.close_session(together[1].session_ids[2])
+            want = forwards(alone, rows, lengths)
+            got = pipeline.step(together, rows, sequence_lengths=lengths)
+            if i < 2:
+                assert np.array_equal(got.hidden_states, want)
+            else:
+                assert_close(got.hidden_states, want, 1e-5, f"call {i}")
+            assert got.lengths == [s.length for s in alone]
+        assert [s.recoveries for s in together] == [0, 1, 0]
+
+
+def test_step_moves_every_session_of_a_killed_replica_together(repo, servers):
+    doomed = start(repo, "3:6")
+    try:
+        model = "tiny-qwen2"
+        d = hidden_size(servers["full"].target, model)
+        calls = step_calls(d, 50)
+        with Pipeline(stages(servers), model=model, timeout=60) as reference, \
+                Pipeline(stages({**servers, "doomed": doomed}, middle=("doomed", "b2")),
+                         model=model, timeout=60) as pipeline:
+            alone = [reference.open_session() for _ in range(3)]
+            together = [pipeline.open_session() for _ in range(3)]
+            for i, (rows, lengths) in enumerate(calls):
+                if i == 3:
+                    doomed.proc.send_signal(signal.SIGKILL)
+                    doomed.proc.wait(timeout=30)
+                want = forwards(alone, rows, lengths)
+                got = pipeline.step(together, rows, sequence_lengths=lengths)
+                target = doomed.target if i < 3 else servers["b2"].target
+                assert got.stage_targets[1] == [target] * 3
+                if i < 3:
+                    assert np.array_equal(got.hidden_states, want)
+                else:
+                    assert_close(got.hidden_states, want, 1e-5, f"call {i}")
+            assert [s.recoveries for s in together] == [1, 1, 1]
+    finally:
+        doomed.stop(signal.SIGKILL)
