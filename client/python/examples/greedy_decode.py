@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Greedy decoding with the blocks on a layerserve server and the rest here: the
 token embedding, final RMSNorm and LM head of a local Llama-family checkpoint run in
-numpy on the client; the decoder blocks run on the server through a KV-cache session
-(the prompt in one prefill call, then one token per call). Prints the generated ids.
+numpy on the client; the decoder blocks run on the server, one KV-cache session per
+prompt, and every session advances in the same call (Client.step: the prompts in
+one ragged prefill call, then one call per generated token for all of them). Prints
+the generated ids, one line per prompt.
 
   PYTHONPATH=client/python:build/python /usr/bin/python3 \
       client/python/examples/greedy_decode.py --checkpoint CKPT_DIR \
-      --prompt 1,2,3 --steps 8 [--target HOST:PORT] [--model NAME]
+      --prompt 1,2,3 [--prompt 4,5 ...] --steps 8 [--target HOST:PORT] [--model NAME]
 
 The server must serve the same checkpoint (layerserve --model-repository=R with
 CKPT_DIR = R/NAME; --model defaults to CKPT_DIR's name) and the checkpoint must
@@ -16,6 +18,7 @@ head to the embedding: tie_word_embeddings). Llama, Mistral, Qwen2 and Qwen3
 read by the small reader below.
 """
 import argparse
+import contextlib
 import json
 import os
 import struct
@@ -95,18 +98,29 @@ class Head:
         return int(np.argmax(self.lm_head @ x))
 
 
-def decode(client, head, model, prompt, steps):
-    """prompt + `steps` greedy tokens; returns the new ids."""
+def decode(client, head, model, prompts, steps):
+    """Each prompt + `steps` greedy tokens; returns the new ids of each prompt."""
     layers = head.config["num_hidden_layers"]
-    generated = []
-    with client.open_session(model=model, num_layers=layers,
-                             max_length=len(prompt) + steps) as session:
-        out = session.forward(head.embed(prompt))  # Prefill: the whole prompt.
-        for _ in range(steps):
-            token = head.next_token(out.hidden_states)
-            generated.append(token)
-            if len(generated) < steps:
-                out = session.forward(head.embed([token]))  # One token: cached K, V.
+    lengths = [len(p) for p in prompts]
+    generated = [[] for _ in prompts]
+    with contextlib.ExitStack() as stack:
+        sessions = [stack.enter_context(client.open_session(
+            model=model, num_layers=layers, max_length=n + steps)) for n in lengths]
+        # Prefill: every prompt in one call, right-padded to the longest
+        # ([B, T, D]); sequence_lengths says where each one ends.
+        x = np.zeros((len(prompts), max(lengths), head.embedding.shape[1]), np.float32)
+        for b, prompt in enumerate(prompts):
+            x[b, :len(prompt)] = head.embed(prompt)
+        out = client.step(sessions, x, sequence_lengths=lengths).hidden_states
+        for step in range(steps):
+            # Row b's last real token: the end of its prompt, then its one new token.
+            tokens = [head.next_token(out[b, :lengths[b] if step == 0 else 1])
+                      for b in range(len(prompts))]
+            for b, token in enumerate(tokens):
+                generated[b].append(token)
+            if step + 1 < steps:
+                # One token per session, all in one call ([B, 1, D]): cached K, V.
+                out = client.step(sessions, head.embed(tokens)[:, None]).hidden_states
     return generated
 
 
@@ -115,20 +129,22 @@ def main() -> int:
     parser.add_argument("--target", default="127.0.0.1:50051")
     parser.add_argument("--checkpoint", required=True, help="Hugging Face checkpoint dir")
     parser.add_argument("--model", help="the served model (default: the dir's name)")
-    parser.add_argument("--prompt", required=True, help="token ids, e.g. 1,2,3")
+    parser.add_argument("--prompt", required=True, action="append",
+                        help="token ids, e.g. 1,2,3; once per prompt of the batch")
     parser.add_argument("--steps", type=int, default=8)
     args = parser.parse_args()
 
     head = Head(args.checkpoint)
-    prompt = [int(t) for t in args.prompt.split(",")]
+    prompts = [[int(t) for t in prompt.split(",")] for prompt in args.prompt]
     model = args.model or os.path.basename(os.path.normpath(args.checkpoint))
     with Client(args.target, timeout=60) as client:
         try:
-            generated = decode(client, head, model, prompt, args.steps)
+            generated = decode(client, head, model, prompts, args.steps)
         except LayerServeError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
-    print("generated:", " ".join(str(t) for t in generated))
+    for ids in generated:
+        print("generated:", " ".join(str(t) for t in ids))
     return 0
 
 
