@@ -66,11 +66,12 @@ absl::Status ValidateRetry(const RetryPolicy& p) {
 
 // gRPC sends only printable ASCII in a text header; a session id of the server's
 // is one ("<replica>.<hex>").
-absl::Status CheckSessionId(absl::string_view id) {
+absl::Status CheckSessionId(absl::string_view id,
+                            absl::string_view field = "session_id") {
   for (char c : id) {
     if (c < 0x20 || c > 0x7e) {
-      return absl::InvalidArgumentError(
-          "session_id: a session id is printable ASCII (as OpenSession returns it)");
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": a session id is printable ASCII (as OpenSession returns it)"));
     }
   }
   return absl::OkStatus();
@@ -307,10 +308,22 @@ absl::StatusOr<v1::PositionalEncodeResponse> Client::PositionalEncode(
 
 absl::StatusOr<v1::BlockForwardResponse> Client::BlockForward(
     const v1::BlockForwardRequest& request, const CallOptions& call) {
-  const std::string& session = request.session_id();
-  if (absl::Status s = CheckSessionId(session); !s.ok()) return s;
+  if (absl::Status s = CheckSessionId(request.session_id()); !s.ok()) return s;
+  for (int b = 0; b < request.session_ids_size(); ++b) {
+    if (absl::Status s =
+            CheckSessionId(request.session_ids(b), absl::StrCat("session_ids[", b, "]"));
+        !s.ok()) {
+      return s;
+    }
+  }
+  // One session's id, or the first of many (they live on one replica): the header
+  // a load balancer routes on.
+  const std::string& session =
+      request.session_ids_size() > 0 ? request.session_ids(0) : request.session_id();
   CallOptions once = call;
-  if (!session.empty()) once.retry = RetryPolicy{/*max_attempts=*/1};
+  if (!request.session_id().empty() || request.session_ids_size() > 0) {
+    once.retry = RetryPolicy{/*max_attempts=*/1};
+  }
   v1::BlockForwardResponse response;
   absl::Status status = Call("BlockForward", once, [&](grpc::ClientContext* context) {
     if (!session.empty()) context->AddMetadata(kSessionHeader, session);
@@ -319,6 +332,32 @@ absl::StatusOr<v1::BlockForwardResponse> Client::BlockForward(
   });
   if (!status.ok()) return status;
   return response;
+}
+
+absl::StatusOr<SessionsStepResult> Client::StepSessions(
+    absl::Span<const std::string> session_ids, const v1::Tensor& hidden_states,
+    absl::Span<const int64_t> sequence_lengths, const CallOptions& call) {
+  if (session_ids.empty()) {
+    return absl::InvalidArgumentError(
+        "session_ids: empty; give one session per row of hidden_states");
+  }
+  v1::BlockForwardRequest request;
+  request.mutable_session_ids()->Add(session_ids.begin(), session_ids.end());
+  *request.mutable_hidden_states() = hidden_states;
+  request.mutable_sequence_lengths()->Add(sequence_lengths.begin(),
+                                          sequence_lengths.end());
+  absl::StatusOr<v1::BlockForwardResponse> response = BlockForward(request, call);
+  if (!response.ok()) return response.status();
+  if (response->session_lengths_size() != request.session_ids_size()) {
+    return absl::InternalError(
+        absl::StrCat("response session_lengths: ", response->session_lengths_size(),
+                     " entries for ", request.session_ids_size(), " sessions"));
+  }
+  SessionsStepResult result;
+  result.hidden_states = std::move(*response->mutable_hidden_states());
+  result.lengths.assign(response->session_lengths().begin(),
+                        response->session_lengths().end());
+  return result;
 }
 
 absl::StatusOr<v1::OpenSessionResponse> Client::OpenSession(

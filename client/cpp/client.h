@@ -27,11 +27,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "layerserve/v1/layerserve.grpc.pb.h"
 
@@ -117,6 +119,14 @@ struct CallOptions {
   std::optional<RetryPolicy> retry;
 };
 
+// What Client::StepSessions answers: the hidden states of every row (the shape
+// sent) and each session's number of tokens after the call, in the order of the
+// session ids.
+struct SessionsStepResult {
+  v1::Tensor hidden_states;
+  std::vector<int64_t> lengths;
+};
+
 // `target` as a gRPC channel target: a comma list of IP literals becomes an ipv4:
 // or ipv6: URI; anything else is returned unchanged. INVALID_ARGUMENT for a comma
 // list that is not all IPv4 or all IPv6 literals with ports (a host name resolves
@@ -145,9 +155,25 @@ class Client {
   // With request.session_id set, the call also carries the session id in the
   // kSessionHeader metadata (for load-balancer affinity) and is made once, never
   // retried: it appends to the session's KV cache, so an attempt whose answer was
-  // lost may have appended already, and a retry would append twice.
+  // lost may have appended already, and a retry would append twice. The same with
+  // request.session_ids (many sessions, which live on one replica): the header
+  // carries the first one's id.
   absl::StatusOr<v1::BlockForwardResponse> BlockForward(
       const v1::BlockForwardRequest& request, const CallOptions& call = {});
+  // Many sessions in one BlockForward call (session_ids): row b of hidden_states
+  // [B, T, D] ([T, D]: one session) continues session_ids[b] exactly as that
+  // session's own call with that row would (bit for bit), its positions continuing
+  // from the session's length. sequence_lengths (B entries in [1, T], or empty)
+  // makes the rows ragged: row b adds its first sequence_lengths[b] tokens and its
+  // padded rows of the output are zeros. The sessions must share model and layers.
+  // All or nothing: when one session is unknown, busy, full or mismatched the call
+  // fails with the status that session alone would get, its message naming the row
+  // ("session_ids[2]: ..."), and no session advances. Sent once, as a session_id
+  // call. For output_dtype or want_attention_stats, set session_ids in a request
+  // and call BlockForward.
+  absl::StatusOr<SessionsStepResult> StepSessions(
+      absl::Span<const std::string> session_ids, const v1::Tensor& hidden_states,
+      absl::Span<const int64_t> sequence_lengths = {}, const CallOptions& call = {});
   // Opens a KV-cache session on the replica the call reaches. Retried on
   // UNAVAILABLE like the other calls (an attempt whose answer was lost leaves a
   // session nobody uses, which expires after its ttl_ms).

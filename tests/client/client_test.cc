@@ -1,8 +1,8 @@
 // layerserve::Client against fake LayerService servers on loopback ports the OS
 // picks: retries on UNAVAILABLE only and within the deadline, status codes and
 // messages passed through, round robin over a comma list, message size limits,
-// session calls (header sent, session steps never retried), and
-// the pure helpers (ChannelTarget, RetryBackoff).
+// session calls (header sent, session steps never retried, one or many sessions
+// a call), and the pure helpers (ChannelTarget, RetryBackoff).
 #include "client/cpp/client.h"
 
 #include <grpcpp/grpcpp.h>
@@ -62,6 +62,9 @@ class FakeService final : public v1::LayerService::Service {
     if (n < failures_) return failure_;
     *response->mutable_hidden_states() = request->hidden_states();
     response->set_session_length(n + 1);
+    for (int b = 0; b < request->session_ids_size(); ++b) {
+      response->add_session_lengths(10 * (b + 1) + n);
+    }
     return grpc::Status::OK;
   }
   grpc::Status OpenSession(grpc::ServerContext* context,
@@ -340,6 +343,58 @@ TEST(ClientTest, SessionStepsAreNeverRetried) {
       client->BlockForward(SessionStep(""));
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(plain.calls(), 2);
+}
+
+v1::Tensor TwoRows() {
+  v1::Tensor hidden;
+  hidden.add_shape(2);
+  hidden.add_shape(1);
+  hidden.add_shape(2);
+  hidden.set_dtype(v1::FLOAT32);
+  hidden.set_data(std::string(16, '\x03'));
+  return hidden;
+}
+
+TEST(ClientTest, ManySessionsInOneCallAreSentOnceWithTheFirstsHeader) {
+  // Like a session step: an UNAVAILABLE call may have appended to every session.
+  FakeServer server(/*failures=*/1);
+  int retries = 0;
+  ClientOptions options = Options(server.target());
+  options.on_retry = [&](const RetryEvent&) { ++retries; };
+  std::unique_ptr<Client> client = MakeClient(options);
+  const std::vector<std::string> ids = {"replica-1.a", "replica-1.b"};
+  EXPECT_THAT(client->StepSessions(ids, TwoRows()),
+              StatusIs(absl::StatusCode::kUnavailable, "draining"));
+  EXPECT_EQ(server.calls(), 1);
+  EXPECT_EQ(retries, 0);
+  absl::StatusOr<SessionsStepResult> step = client->StepSessions(ids, TwoRows(), {1, 1});
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->hidden_states.data(), std::string(16, '\x03'));
+  EXPECT_THAT(step->lengths, ::testing::ElementsAre(11, 21));
+  // The same through BlockForward: session_ids alone make it a session call.
+  v1::BlockForwardRequest request;
+  request.add_session_ids("replica-1.c");
+  *request.mutable_hidden_states() = TwoRows();
+  FakeServer once(/*failures=*/1);
+  client = MakeClient(Options(once.target()));
+  EXPECT_THAT(client->BlockForward(request),
+              StatusIs(absl::StatusCode::kUnavailable, "draining"));
+  EXPECT_EQ(once.calls(), 1);
+  // The sessions share a replica: the first one's id routes the call.
+  EXPECT_THAT(server.headers(), ::testing::ElementsAre("replica-1.a", "replica-1.a"));
+  EXPECT_THAT(once.headers(), ::testing::ElementsAre("replica-1.c"));
+}
+
+TEST(ClientTest, StepSessionsRefusesNoSessionsAndIdsThatCannotBeHeaders) {
+  FakeServer server;
+  std::unique_ptr<Client> client = MakeClient(Options(server.target()));
+  EXPECT_THAT(
+      client->StepSessions({}, TwoRows()),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("session_ids: empty")));
+  EXPECT_THAT(client->StepSessions({"replica-1.a", "bad\nid"}, TwoRows()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("session_ids[1]: a session id is printable ASCII")));
+  EXPECT_EQ(server.calls(), 0);
 }
 
 TEST(ClientTest, RejectsASessionIdThatCannotBeAHeader) {
