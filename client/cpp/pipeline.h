@@ -13,6 +13,17 @@
 // The recovered cache equals the lost one up to float32 rounding (a prefill sums
 // in another order than the steps did).
 //
+// Many sessions in one call per stage (Pipeline::Step): row b continues
+// PipelineSession b, and each stage gets one BlockForward carrying every session's
+// stage session (session_ids), all or nothing. A stage's sessions normally share a
+// replica; rows whose sessions live on different ones go as one call per replica.
+// Recovery is Forward's: a call that fails because its replica is lost
+// (UNAVAILABLE, or NOT_FOUND without a row) re-opens each of its sessions on the
+// stage's next replica, a NOT_FOUND naming a row ("session_ids[2]: ...") that
+// session alone; the failed call appended nothing, so the step is sent again. A
+// recovering session tries the stage's current replica first unless that is the
+// lost one, so the sessions moved by one failure stay together.
+//
 // Thread safety: a Pipeline may be used by many threads at once (each with its
 // own sessions); a PipelineSession by one thread at a time.
 #ifndef LAYERSERVE_CLIENT_CPP_PIPELINE_H_
@@ -26,6 +37,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "client/cpp/client.h"
 
 namespace layerserve::client {
@@ -38,6 +50,15 @@ struct PipelineStage {
 };
 
 class PipelineSession;
+
+// What Pipeline::Step answers.
+struct PipelineStepResult {
+  v1::Tensor hidden_states;      // The last stage's output, the shape sent.
+  std::vector<int64_t> lengths;  // Each session's tokens after the step.
+  std::vector<absl::Duration> stage_times;
+  // Per stage, the replica that answered each row.
+  std::vector<std::vector<std::string>> stage_targets;
+};
 
 class Pipeline {
  public:
@@ -63,6 +84,18 @@ class Pipeline {
   // One server session per stage; max_length 0 = the model's maximum.
   absl::StatusOr<std::unique_ptr<PipelineSession>> OpenSession(int64_t max_length = 0);
 
+  // Many sessions through every stage, one call per stage: row b of hidden_states
+  // [B, T, D] ([T, D]: one session) is appended to sessions[b], a session of this
+  // pipeline, bit for bit what that session's Forward of the row would give.
+  // sequence_lengths (B entries in [1, T], or empty) makes the rows ragged; padded
+  // rows of the output are zeros. INVALID_ARGUMENT for no sessions, a repeated one
+  // or one of another pipeline. A step that fails at a later stage leaves the
+  // earlier stages' sessions advanced, as Forward does. The sessions are used by
+  // this thread for the call.
+  absl::StatusOr<PipelineStepResult> Step(
+      absl::Span<PipelineSession* const> sessions, const v1::Tensor& hidden_states,
+      absl::Span<const int64_t> sequence_lengths = {});
+
   std::vector<PipelineStage> stages() const;
   const std::string& model() const { return model_; }
 
@@ -79,6 +112,17 @@ class Pipeline {
       current.compare_exchange_strong(from, (from + 1) % replicas.size());
     }
   };
+
+  // Stage `index` of Step on x [B, T, D]: one StepSessions per replica holding the
+  // rows' sessions (normally one), lost sessions recovered; each row's real tokens
+  // kept for a re-prefill. The output [B, T, D]; each row's replica target and
+  // session length in `targets` and `lengths`.
+  absl::StatusOr<v1::Tensor> StepStage(size_t index,
+                                       absl::Span<PipelineSession* const> sessions,
+                                       const v1::Tensor& x,
+                                       absl::Span<const int64_t> sequence_lengths,
+                                       std::vector<std::string>* targets,
+                                       std::vector<int64_t>* lengths);
 
   Pipeline(std::string model, std::vector<std::unique_ptr<Stage>> stages)
       : model_(std::move(model)), stages_(std::move(stages)) {}

@@ -2,14 +2,17 @@
 // the demo model's 4 layers split 0:1, 1:3 (two replicas) and 3:4 against one
 // server with all of them. Forward and session steps equal the one server's bit
 // for bit; a middle replica SIGKILLed mid-session is replaced by the other one
-// (re-prefilled, steps equal to float32 rounding); FromServers orders the spans
-// and refuses gaps; bad stages are INVALID_ARGUMENT; a wrong span OUT_OF_RANGE.
+// (re-prefilled, steps equal to float32 rounding); Step (many sessions in one call
+// per stage) equals each session's Forward bit for bit and recovers a lost row or
+// a killed replica; FromServers orders the spans and refuses gaps; bad stages are
+// INVALID_ARGUMENT; a wrong span OUT_OF_RANGE.
 #include "client/cpp/pipeline.h"
 
 #include <signal.h>
 #include <stdlib.h>
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -53,6 +56,75 @@ v1::Tensor Rows(const v1::Tensor& all, int64_t begin, int64_t end) {
   rows.set_shape(0, end - begin);
   rows.set_data(all.data().substr(begin * kHidden * 4, (end - begin) * kHidden * 4));
   return rows;
+}
+
+// Row b's first `tokens` tokens of a [B, T, kHidden] FLOAT32 tensor, [tokens, kHidden].
+v1::Tensor RowTokens(const v1::Tensor& x, int64_t b, int64_t tokens) {
+  v1::Tensor row;
+  row.set_dtype(x.dtype());
+  row.add_shape(tokens);
+  row.add_shape(kHidden);
+  row.set_data(x.data().substr(b * x.shape(1) * kHidden * 4, tokens * kHidden * 4));
+  return row;
+}
+
+// One Pipeline::Step: rows [B, T, kHidden] and each row's real tokens.
+struct StepCall {
+  v1::Tensor rows;
+  std::vector<int64_t> lengths;
+};
+
+// 3 sessions: a ragged prefill, 4 one-token steps, a ragged two-token step.
+std::vector<StepCall> StepCalls(int seed) {
+  auto batch = [&](int64_t tokens) {
+    v1::Tensor x = Hidden(3 * tokens, seed++);
+    x.clear_shape();
+    for (int64_t d : {int64_t{3}, tokens, kHidden}) x.add_shape(d);
+    return x;
+  };
+  std::vector<StepCall> calls = {{batch(5), {5, 2, 4}}};
+  for (int i = 0; i < 4; ++i) calls.push_back({batch(1), {1, 1, 1}});
+  calls.push_back({batch(2), {2, 1, 2}});
+  return calls;
+}
+
+// Each row's real tokens as its session's own Forward, padded like a Step's
+// answer; each session's length in `lengths`.
+std::string Forwards(const std::vector<PipelineSession*>& sessions, const StepCall& call,
+                     std::vector<int64_t>* lengths) {
+  const int64_t row_bytes = call.rows.shape(1) * kHidden * 4;
+  std::string out(sessions.size() * row_bytes, '\0');
+  lengths->clear();
+  for (size_t b = 0; b < sessions.size(); ++b) {
+    absl::StatusOr<PipelineSession::StepResult> one =
+        sessions[b]->Forward(RowTokens(call.rows, b, call.lengths[b]));
+    EXPECT_TRUE(one.ok()) << one.status();
+    if (!one.ok()) return "";
+    out.replace(b * row_bytes, one->hidden_states.data().size(),
+                one->hidden_states.data());
+    lengths->push_back(one->length);
+  }
+  return out;
+}
+
+// Float32 bytes equal to float32 rounding (a re-prefilled cache).
+void ExpectNear(const std::string& got, const std::string& want,
+                const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  std::vector<float> g(got.size() / 4), w(want.size() / 4);
+  memcpy(g.data(), got.data(), got.size());
+  memcpy(w.data(), want.data(), want.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    ASSERT_NEAR(g[i], w[i], 1e-5 * std::max(1.0f, std::fabs(w[i])))
+        << what << " element " << i;
+  }
+}
+
+std::vector<PipelineSession*> Pointers(
+    const std::vector<std::unique_ptr<PipelineSession>>& sessions) {
+  std::vector<PipelineSession*> out;
+  for (const auto& s : sessions) out.push_back(s.get());
+  return out;
 }
 
 class PipelineTest : public ::testing::Test {
@@ -178,6 +250,124 @@ TEST_F(PipelineTest, MiddleReplicaKilledTheSessionContinuesOnTheOther) {
     }
   }
   EXPECT_EQ(session->recoveries(), 1);
+}
+
+TEST_F(PipelineTest, StepOfManySessionsEqualsTheirForwards) {
+  std::unique_ptr<Pipeline> pipeline =
+      Pipeline::Create(Stages(*b1_, *b2_), "", Options()).value();
+  std::vector<std::unique_ptr<PipelineSession>> alone, together;
+  for (int b = 0; b < 3; ++b) {
+    alone.push_back(pipeline->OpenSession().value());
+    together.push_back(pipeline->OpenSession().value());
+  }
+  for (const StepCall& call : StepCalls(20)) {
+    std::vector<int64_t> want_lengths;
+    const std::string want = Forwards(Pointers(alone), call, &want_lengths);
+    absl::StatusOr<PipelineStepResult> got =
+        pipeline->Step(Pointers(together), call.rows, call.lengths);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->hidden_states.data(), want);
+    EXPECT_EQ(got->hidden_states.shape(1), call.rows.shape(1));
+    EXPECT_EQ(got->lengths, want_lengths);
+    ASSERT_EQ(got->stage_times.size(), 3u);
+    // One call per stage: every row on the stage's replica in use.
+    EXPECT_EQ(got->stage_targets, (std::vector<std::vector<std::string>>{
+                                      std::vector<std::string>(3, a_->target()),
+                                      std::vector<std::string>(3, b1_->target()),
+                                      std::vector<std::string>(3, c_->target())}));
+  }
+  // [T, D]: one session's row.
+  absl::StatusOr<PipelineStepResult> one =
+      pipeline->Step({together[1].get()}, Row(Hidden(1, 30), 0));
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->hidden_states.shape_size(), 2);
+  for (const auto& s : together) EXPECT_EQ(s->recoveries(), 0);
+}
+
+TEST_F(PipelineTest, StepRecoversTheSessionARowNames) {
+  std::unique_ptr<Pipeline> pipeline =
+      Pipeline::Create(Stages(*b1_, *b2_), "", Options()).value();
+  std::vector<std::unique_ptr<PipelineSession>> alone, together;
+  for (int b = 0; b < 3; ++b) {
+    alone.push_back(pipeline->OpenSession().value());
+    together.push_back(pipeline->OpenSession().value());
+  }
+  const std::vector<StepCall> calls = StepCalls(40);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (i == 2) {  // The last stage's session of row 1 is gone, as if evicted.
+      ClientOptions options = Options();
+      options.target = c_->target();
+      ASSERT_TRUE(Client::Create(options)
+                      .value()
+                      ->CloseSession(together[1]->session_ids()[2])
+                      .ok());
+    }
+    std::vector<int64_t> want_lengths;
+    const std::string want = Forwards(Pointers(alone), calls[i], &want_lengths);
+    absl::StatusOr<PipelineStepResult> got =
+        pipeline->Step(Pointers(together), calls[i].rows, calls[i].lengths);
+    ASSERT_TRUE(got.ok()) << "call " << i << ": " << got.status();
+    if (i < 2) {
+      EXPECT_EQ(got->hidden_states.data(), want) << "call " << i;
+    } else {
+      ExpectNear(got->hidden_states.data(), want, "call " + std::to_string(i));
+    }
+    EXPECT_EQ(got->lengths, want_lengths);
+  }
+  EXPECT_EQ(together[0]->recoveries(), 0);
+  EXPECT_EQ(together[1]->recoveries(), 1);
+  EXPECT_EQ(together[2]->recoveries(), 0);
+}
+
+TEST_F(PipelineTest, StepMovesEverySessionOfAKilledReplicaTogether) {
+  ServerChild doomed(*dir_, "pipeline-step-doomed", {"--layers=1:3"});
+  std::unique_ptr<Pipeline> reference =
+      Pipeline::Create(Stages(*b1_, *b2_), "", Options()).value();
+  std::unique_ptr<Pipeline> pipeline =
+      Pipeline::Create(Stages(doomed, *b2_), "", Options()).value();
+  std::vector<std::unique_ptr<PipelineSession>> alone, together;
+  for (int b = 0; b < 3; ++b) {
+    alone.push_back(reference->OpenSession().value());
+    together.push_back(pipeline->OpenSession().value());
+  }
+  const std::vector<StepCall> calls = StepCalls(50);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (i == 3) doomed.Stop(SIGKILL);
+    std::vector<int64_t> want_lengths;
+    const std::string want = Forwards(Pointers(alone), calls[i], &want_lengths);
+    absl::StatusOr<PipelineStepResult> got =
+        pipeline->Step(Pointers(together), calls[i].rows, calls[i].lengths);
+    ASSERT_TRUE(got.ok()) << "call " << i << ": " << got.status();
+    EXPECT_EQ(got->stage_targets[1],
+              std::vector<std::string>(3, i < 3 ? doomed.target() : b2_->target()));
+    if (i < 3) {
+      EXPECT_EQ(got->hidden_states.data(), want) << "call " << i;
+    } else {
+      ExpectNear(got->hidden_states.data(), want, "call " + std::to_string(i));
+    }
+  }
+  for (const auto& s : together) EXPECT_EQ(s->recoveries(), 1);
+}
+
+TEST_F(PipelineTest, StepRefusesWhatIsNotOneSessionOfItsOwnPerRow) {
+  std::unique_ptr<Pipeline> pipeline =
+      Pipeline::Create(Stages(*b1_, *b2_), "", Options()).value();
+  std::unique_ptr<Pipeline> other =
+      Pipeline::Create(Stages(*b1_, *b2_), "", Options()).value();
+  std::unique_ptr<PipelineSession> a = pipeline->OpenSession().value();
+  std::unique_ptr<PipelineSession> b = other->OpenSession().value();
+  const v1::Tensor two = StepCalls(60)[1].rows;  // [3, 1, D]
+  EXPECT_THAT(pipeline->Step({}, two),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("sessions: empty")));
+  EXPECT_THAT(pipeline->Step({a.get(), a.get(), a.get()}, two),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("sessions[1]: repeats sessions[0]")));
+  EXPECT_THAT(pipeline->Step({a.get(), b.get()}, two),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("sessions[1]: not a session of this pipeline")));
+  EXPECT_THAT(pipeline->Step({a.get()}, two),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("hidden_states: shape [3,1,512] for 1 sessions")));
 }
 
 TEST_F(PipelineTest, AStageWithNoReplicaLeftFailsNamingIt) {
