@@ -1,12 +1,17 @@
 """layerserve-bench end to end against the real server: the number of requests it
 reports equals the server's own count (layerserve_requests_total in /metrics),
 both as the bench reads it and as an outside scrape sees it; closed-loop sweeps,
-open loop, errors by status code, and every request kind."""
+open loop, errors by status code, and every request kind; decode with many
+sessions per call, and decode threads that open new sessions after a refused
+OpenSession."""
 import json
 import os
 import re
 import subprocess
+import threading
+from concurrent import futures
 
+import grpc
 import pytest
 
 from server_process import CLI, ServerProcess
@@ -153,13 +158,16 @@ def test_help_and_version_exit_0():
     assert unknown.stderr.startswith("error: unknown flag --no-such-flag\n"), unknown.stderr
 
 
-def test_decode_through_a_pipeline_keeps_a_session_per_stage(server):
+@pytest.mark.parametrize("sessions", [1, 2])
+def test_decode_through_a_pipeline_keeps_a_session_per_stage(server, sessions):
     """--pipeline: the demo model split 0:1 and 1:4; every stage sees each session's
-    prefill and steps, and --target is not needed."""
+    prefill and steps (with --sessions-per-call, one call per stage and request),
+    and --target is not needed."""
     stages = [ServerProcess("--layers=0:1"), ServerProcess("--layers=1:4")]
     try:
         result = run_bench("--pipeline", ",".join(s.target for s in reversed(stages)),
                            "--method", "decode", "--tokens", "8", "--steps", "4",
+                           "--sessions-per-call", str(sessions),
                            "--concurrency", "1", "--requests", "20", "--warmup", "0s",
                            "--json")
         assert result.returncode == 0, result.stdout + result.stderr
@@ -168,9 +176,12 @@ def test_decode_through_a_pipeline_keeps_a_session_per_stage(server):
         assert report["target"] == ",".join(s.target for s in reversed(stages))
         [level] = report["levels"]
         assert level["ok"] == 20 and level["errors"] == {}
-        for stage in stages:  # Four sessions of a prefill of 8 and 4 steps.
-            assert stage.metric_sum("layerserve_session_tokens_total", phase="prefill") == 32
-            assert stage.metric_sum("layerserve_session_tokens_total", phase="decode") == 16
+        for stage in stages:  # Four cycles of a prefill of 8 and 4 steps.
+            assert stage.metric_sum("layerserve_session_tokens_total",
+                                    phase="prefill") == 32 * sessions
+            assert stage.metric_sum("layerserve_session_tokens_total",
+                                    phase="decode") == 16 * sessions
+            assert stage.metric_sum("layerserve_requests_total", method="BlockForward") == 20
     finally:
         for stage in stages:
             assert stage.stop() == 0, stage.output()
@@ -178,3 +189,95 @@ def test_decode_through_a_pipeline_keeps_a_session_per_stage(server):
                        "--pipeline", server.target)
     assert result.returncode == 1
     assert "--pipeline is for --method decode, not normalize" in result.stderr
+
+
+def session_tokens(server):
+    return {phase: server.metric_sum("layerserve_session_tokens_total", phase=phase)
+            for phase in ("prefill", "decode")}
+
+
+def test_decode_steps_many_sessions_in_one_call(server):
+    before = session_tokens(server)
+    report = bench_json(server, "--method", "decode", "--sessions-per-call", "3",
+                        "--tokens", "8", "--steps", "4", "--concurrency", "1",
+                        "--requests", "20", "--warmup", "0s")
+    assert ", 3 sessions per call, prefill 8 then 4 one-token steps" in report["request"]
+    [level] = report["levels"]
+    assert level["ok"] == 20 and level["errors"] == {}
+    # One BlockForward per request: four cycles of a prefill of 3 x 8 tokens and 4
+    # steps of 3 tokens.
+    assert level["server"]["requests_total"] == {"OK": 20}
+    after = session_tokens(server)
+    assert after["prefill"] - before["prefill"] == 4 * 3 * 8
+    assert after["decode"] - before["decode"] == 16 * 3
+
+
+class FailingOpenSession:
+    """A gRPC proxy on 127.0.0.1 in front of `upstream`: it answers the OpenSession
+    call numbered `fail` (1-based) with UNAVAILABLE and forwards every other call's
+    bytes (and x-layerserve-session header) untouched."""
+
+    def __init__(self, upstream, fail):
+        self.fail = fail
+        self.opens = 0
+        self._lock = threading.Lock()
+        self._upstream = grpc.insecure_channel(upstream)
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        proxy = self
+
+        class Handler(grpc.GenericRpcHandler):
+            def service(self, details):
+                method = details.method
+                return grpc.unary_unary_rpc_method_handler(
+                    lambda request, context: proxy._forward(method, request, context))
+
+        self._server.add_generic_rpc_handlers([Handler()])
+        self.target = f"127.0.0.1:{self._server.add_insecure_port('127.0.0.1:0')}"
+        self._server.start()
+
+    def _forward(self, method, request, context):
+        if method.endswith("/OpenSession"):
+            with self._lock:
+                self.opens += 1
+                number = self.opens
+            if number == self.fail:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "proxy: refusing this OpenSession")
+        header = dict(context.invocation_metadata()).get("x-layerserve-session")
+        try:
+            return self._upstream.unary_unary(method)(
+                request, timeout=context.time_remaining(),
+                metadata=None if header is None else (("x-layerserve-session", header),))
+        except grpc.RpcError as error:
+            context.abort(error.code(), error.details())
+
+    def stop(self):
+        self._server.stop(grace=None)
+        self._upstream.close()
+
+
+@pytest.mark.parametrize("sessions", [1, 3])
+def test_decode_opens_new_sessions_after_a_refused_open_session(server, sessions):
+    """The last OpenSession of the second cycle fails: that request counts as
+    UNAVAILABLE, and the thread's next request closes what it had opened and opens
+    new sessions (rather than stepping a session it never got)."""
+    proxy = FailingOpenSession(server.target, fail=2 * sessions)
+    try:
+        before = session_tokens(server)
+        result = run_bench("--target", proxy.target, "--metrics-url", server.metrics_url,
+                           "--json", "--method", "decode", "--sessions-per-call",
+                           str(sessions), "--tokens", "8", "--steps", "4",
+                           "--concurrency", "1", "--requests", "20", "--warmup", "0s")
+        assert result.returncode == 2, result.stdout + result.stderr
+        [level] = json.loads(result.stdout)["levels"]
+        assert level["requests"] == 20 and level["ok"] == 19
+        assert level["errors"] == {"UNAVAILABLE": 1}
+        assert "refusing this OpenSession" in level["error_messages"]["UNAVAILABLE"]
+        # Cycles of a prefill and 4 steps: requests 1-5, the refused 6, then 7-11,
+        # 12-16 and 17-20 (3 steps). Every step went to a prefilled session.
+        assert level["server"]["requests_total"] == {"OK": 19}
+        after = session_tokens(server)
+        assert after["prefill"] - before["prefill"] == 4 * sessions * 8
+        assert after["decode"] - before["decode"] == (4 + 4 + 4 + 3) * sessions
+        assert proxy.opens == 5 * sessions
+    finally:
+        proxy.stop()

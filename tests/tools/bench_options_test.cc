@@ -44,6 +44,22 @@ TEST(BenchOptionsTest, DecodeThroughAPipeline) {
                        HasSubstr("--pipeline needs HOST:PORT,HOST:PORT,...")));
 }
 
+TEST(BenchOptionsTest, DecodeSessionsPerCall) {
+  absl::StatusOr<BenchOptions> o =
+      ParseBenchArgs({"--method", "decode", "--sessions-per-call", "8"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->sessions_per_call, 8);
+  EXPECT_EQ(ParseBenchArgs({"--method", "decode"})->sessions_per_call, 1);
+  EXPECT_THAT(ParseBenchArgs({"--method", "decode", "--sessions-per-call=0"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--sessions-per-call must be >= 1, got 0"));
+  EXPECT_THAT(
+      ParseBenchArgs({"--method", "block-forward", "--sessions-per-call", "2"}),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("--sessions-per-call is for --method decode, not block-forward")));
+}
+
 TEST(BenchOptionsTest, ClosedLoopSweep) {
   absl::StatusOr<BenchOptions> o = ParseBenchArgs(
       {"--concurrency=1,8,64", "--method", "activate", "--activation", "swiglu",

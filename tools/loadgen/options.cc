@@ -49,6 +49,11 @@ Request:
                         its first request opens it and prefills --tokens tokens,
                         then each request is one token, for N steps (default
                         256); then a new session. Requests/s = tokens/s
+  --sessions-per-call N decode: each sending thread keeps N sessions and each
+                        request steps all of them in one BlockForward
+                        (session_ids): a prefill of N x --tokens, then N tokens
+                        per request (default 1: one session per call). Tokens/s
+                        = N x requests/s
   --pipeline H:P,H:P... decode: through every layer of a model split across
                         these servers (each started with --layers=START:END),
                         one session per stage, in place of --target; --layers
@@ -80,14 +85,31 @@ namespace {
 
 // The flags besides the security ones (kSecurityFlags).
 constexpr FlagSpec kBenchFlags[] = {
-    {"target", true},       {"timeout-ms", true},  {"method", true},
-    {"shape", true},        {"wire-dtype", true},  {"kind", true},
-    {"activation", true},   {"model", true},       {"batch", true},
-    {"tokens", true},       {"layers", true},      {"seed", true},
-    {"steps", true},        {"concurrency", true}, {"rate", true},
-    {"distribution", true}, {"max-threads", true}, {"channels", true},
-    {"duration", true},     {"requests", true},    {"warmup", true},
-    {"metrics-url", true},  {"json", false},       {"pipeline", true},
+    {"target", true},
+    {"timeout-ms", true},
+    {"method", true},
+    {"shape", true},
+    {"wire-dtype", true},
+    {"kind", true},
+    {"activation", true},
+    {"model", true},
+    {"batch", true},
+    {"tokens", true},
+    {"layers", true},
+    {"seed", true},
+    {"steps", true},
+    {"concurrency", true},
+    {"rate", true},
+    {"distribution", true},
+    {"max-threads", true},
+    {"channels", true},
+    {"duration", true},
+    {"requests", true},
+    {"warmup", true},
+    {"metrics-url", true},
+    {"json", false},
+    {"pipeline", true},
+    {"sessions-per-call", true},
 };
 
 constexpr const char* kMethods[] = {
@@ -187,10 +209,17 @@ absl::StatusOr<BenchOptions> ParseBenchArgs(const std::vector<std::string>& args
       return absl::InvalidArgumentError("--pipeline needs HOST:PORT,HOST:PORT,...");
     }
   }
+  LS_BENCH_ASSIGN(o.sessions_per_call,
+                  Int64Flag(flags, "sessions-per-call", o.sessions_per_call));
+  if (flags.count("sessions-per-call") != 0 && o.method != "decode") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sessions-per-call is for --method decode, not ", o.method));
+  }
   for (auto [name, value] : {std::pair<const char*, int64_t>{"batch", o.batch},
                              {"tokens", o.tokens},
                              {"layers", o.layers},
-                             {"steps", o.steps}}) {
+                             {"steps", o.steps},
+                             {"sessions-per-call", o.sessions_per_call}}) {
     if (absl::Status s = AtLeast(name, value, 1); !s.ok()) return s;
   }
   int64_t seed;

@@ -34,6 +34,9 @@ struct BenchOptions {
   int64_t tokens = 16;                   // block-forward
   int64_t layers = 1;                    // block-forward, decode
   int64_t steps = 256;                   // decode: one-token steps per session
+  // decode: sessions each request steps in one call (session_ids), each thread
+  // keeping that many. 1: one session_id call per request.
+  int64_t sessions_per_call = 1;
   // decode: servers of a model split by --layers, chained as a client Pipeline
   // (client/cpp/pipeline.h) instead of --target. Empty: --target alone.
   std::vector<std::string> pipeline;

@@ -51,16 +51,35 @@ absl::Status NeedRank(const BenchOptions& o, size_t rank, const char* what) {
                                                  what, "), got ", Shape(o.shape)));
 }
 
+// "N sessions per call, " when a request steps several sessions.
+std::string SessionsPerCall(int64_t n) {
+  return n == 1 ? std::string() : absl::StrCat(n, " sessions per call, ");
+}
+
+// A random hidden-states tensor of `tokens` tokens per session: [tokens, hidden]
+// for one session, [n, tokens, hidden] for several (one row each).
+absl::StatusOr<v1::Tensor> SessionsHidden(int64_t n, int64_t tokens, int64_t hidden,
+                                          v1::DataType dtype, std::mt19937_64* rng) {
+  std::vector<int64_t> shape = {tokens, hidden};
+  if (n > 1) shape.insert(shape.begin(), n);
+  return RandomTensor(shape, dtype, rng);
+}
+
 // Incremental decoding through KV-cache sessions: every sending thread keeps its
-// own session (thread_local: a thread's calls are sequential, as a session's must
-// be). Its first request opens the session and prefills `tokens` tokens; each
-// later one sends one token; after `steps` of them the session is closed and the
-// next request starts a new one. So the prefill calls (1 in steps + 1) are in the
-// latency figures too.
+// own --sessions-per-call sessions (thread_local: a thread's calls are sequential,
+// as a session's must be). Its first request opens them and prefills `tokens`
+// tokens into each; each later one sends one token per session; after `steps` of
+// them the sessions are closed and the next request starts new ones. So the
+// prefill calls (1 in steps + 1) are in the latency figures too. One session goes
+// as session_id calls, several as one session_ids call per request. A request
+// that fails (an OpenSession refused, a prefill or a step lost: expired, evicted,
+// a restarted server) leaves the thread to open new sessions at its next request,
+// closing what it had.
 absl::StatusOr<BenchRequest> DecodeRequest(const BenchOptions& o, Client& client,
                                            std::mt19937_64* rng) {
   absl::StatusOr<v1::ModelInfo> model = client.GetModel(o.model);
   if (!model.ok()) return model.status();
+  const int64_t n = o.sessions_per_call;
   v1::OpenSessionRequest open;
   open.set_model(o.model);
   open.set_num_layers(static_cast<int32_t>(o.layers));
@@ -70,51 +89,63 @@ absl::StatusOr<BenchRequest> DecodeRequest(const BenchOptions& o, Client& client
   for (auto [request, tokens] :
        {std::pair{prefill.get(), o.tokens}, std::pair{step.get(), int64_t{1}}}) {
     absl::StatusOr<v1::Tensor> hidden =
-        RandomTensor({tokens, model->hidden_size()}, o.wire_dtype, rng);
+        SessionsHidden(n, tokens, model->hidden_size(), o.wire_dtype, rng);
     if (!hidden.ok()) return hidden.status();
     *request->mutable_hidden_states() = *std::move(hidden);
   }
   BenchRequest r;
   r.rpc = "BlockForward";
   r.description =
-      absl::StrCat("BlockForward decode ", model->name(), " ", o.layers,
-                   " layer(s), prefill ", o.tokens, " then ", o.steps,
+      absl::StrCat("BlockForward decode ", model->name(), " ", o.layers, " layer(s), ",
+                   SessionsPerCall(n), "prefill ", o.tokens, " then ", o.steps,
                    " one-token steps per session, hidden ", model->hidden_size());
   r.request_bytes = static_cast<int64_t>(step->ByteSizeLong());
   const int64_t steps = o.steps;
-  r.send = [open, prefill, step, steps](Client& client, const CallOptions& call) {
-    struct Session {
+  r.send = [open, prefill, step, steps, n](Client& client, const CallOptions& call) {
+    struct Sessions {
       Client* client = nullptr;
-      std::string id;
-      int64_t steps_left = 0;
+      std::vector<std::string> ids;
+      int64_t steps_left = 0;  // 0: open new sessions at the next request.
     };
-    thread_local Session session;
-    if (session.client != &client || session.steps_left == 0) {
-      if (session.client == &client && !session.id.empty()) {
-        client.CloseSession(session.id, call).IgnoreError();  // Full: start anew.
+    thread_local Sessions sessions;
+    auto send = [&](v1::BlockForwardRequest request) {
+      if (n == 1) {
+        request.set_session_id(sessions.ids.front());
+      } else {
+        request.mutable_session_ids()->Add(sessions.ids.begin(), sessions.ids.end());
       }
-      session = Session{&client, "", steps};
-      absl::StatusOr<v1::OpenSessionResponse> opened = client.OpenSession(open, call);
-      if (!opened.ok()) return opened.status();
-      session.id = opened->session_id();
-      v1::BlockForwardRequest first = *prefill;
-      first.set_session_id(session.id);
-      return client.BlockForward(first, call).status();
+      return client.BlockForward(request, call).status();
+    };
+    if (sessions.client != &client || sessions.steps_left == 0) {
+      if (sessions.client == &client) {
+        // Full, lost or half opened: start anew.
+        for (const std::string& id : sessions.ids) {
+          client.CloseSession(id, call).IgnoreError();
+        }
+      }
+      sessions = Sessions{&client, {}, 0};
+      for (int64_t i = 0; i < n; ++i) {
+        absl::StatusOr<v1::OpenSessionResponse> opened = client.OpenSession(open, call);
+        if (!opened.ok()) return opened.status();
+        sessions.ids.push_back(opened->session_id());
+      }
+      absl::Status status = send(*prefill);
+      if (status.ok()) sessions.steps_left = steps;
+      return status;
     }
-    v1::BlockForwardRequest next = *step;
-    next.set_session_id(session.id);
-    --session.steps_left;
-    absl::Status status = client.BlockForward(next, call).status();
-    if (!status.ok()) session.steps_left = 0;  // Lost (expired, evicted): reopen.
+    --sessions.steps_left;
+    absl::Status status = send(*step);
+    if (!status.ok()) sessions.steps_left = 0;  // Lost (expired, evicted): reopen.
     return status;
   };
   return r;
 }
 
-// DecodeRequest through a Pipeline of span servers: each sending thread keeps a
-// PipelineSession (one server session per stage) in the same cycle of prefill
-// and steps. The Pipeline's Clients take the bench's ClientOptions (deadline,
-// token, TLS), so `call` is not used.
+// DecodeRequest through a Pipeline of span servers: each sending thread keeps
+// --sessions-per-call PipelineSessions (one server session per stage each) in the
+// same cycle of prefill and steps, several sessions stepped by Pipeline::Step (one
+// call per stage). The Pipeline's Clients take the bench's ClientOptions
+// (deadline, token, TLS), so `call` is not used.
 absl::StatusOr<BenchRequest> PipelineDecodeRequest(const BenchOptions& o, Client& client,
                                                    std::mt19937_64* rng) {
   absl::StatusOr<std::unique_ptr<Pipeline>> made =
@@ -127,45 +158,55 @@ absl::StatusOr<BenchRequest> PipelineDecodeRequest(const BenchOptions& o, Client
   if (!any.ok()) return any.status();
   absl::StatusOr<v1::ModelInfo> model = (*any)->GetModel(o.model);
   if (!model.ok()) return model.status();
+  const int64_t n = o.sessions_per_call;
   absl::StatusOr<v1::Tensor> prefill =
-      RandomTensor({o.tokens, model->hidden_size()}, o.wire_dtype, rng);
+      SessionsHidden(n, o.tokens, model->hidden_size(), o.wire_dtype, rng);
   if (!prefill.ok()) return prefill.status();
   absl::StatusOr<v1::Tensor> step =
-      RandomTensor({1, model->hidden_size()}, o.wire_dtype, rng);
+      SessionsHidden(n, 1, model->hidden_size(), o.wire_dtype, rng);
   if (!step.ok()) return step.status();
   BenchRequest r;
   r.rpc = "BlockForward";
   r.description = absl::StrCat(
       "BlockForward decode ", model->name(), " through a ", pipeline->stages().size(),
-      "-stage pipeline (", model->num_layers(), " layers), prefill ", o.tokens, " then ",
-      o.steps, " one-token steps per session, hidden ", model->hidden_size());
+      "-stage pipeline (", model->num_layers(), " layers), ", SessionsPerCall(n),
+      "prefill ", o.tokens, " then ", o.steps, " one-token steps per session, hidden ",
+      model->hidden_size());
   r.request_bytes = static_cast<int64_t>(step->ByteSizeLong());
   const int64_t steps = o.steps, max_length = o.tokens + o.steps;
   r.send = [pipeline, prefill = *std::move(prefill), step = *std::move(step), steps,
-            max_length](Client& client, const CallOptions&) -> absl::Status {
-    struct Session {
-      // The pipeline outlives the session it opened (members end in reverse).
+            max_length, n](Client& client, const CallOptions&) -> absl::Status {
+    struct Sessions {
+      // The pipeline outlives the sessions it opened (members end in reverse).
       std::shared_ptr<Pipeline> pipeline;
-      std::unique_ptr<PipelineSession> session;
+      std::vector<std::unique_ptr<PipelineSession>> sessions;
       Client* client = nullptr;
-      int64_t steps_left = 0;
+      int64_t steps_left = 0;  // 0: open new sessions at the next request.
     };
-    thread_local Session session;
-    if (session.client != &client || session.steps_left == 0 ||
-        session.session == nullptr) {
-      session.session.reset();  // Closes the full one.
-      session.pipeline = pipeline;
-      session.client = &client;
-      session.steps_left = steps;
-      absl::StatusOr<std::unique_ptr<PipelineSession>> opened =
-          pipeline->OpenSession(max_length);
-      if (!opened.ok()) return opened.status();
-      session.session = std::move(*opened);
-      return session.session->Forward(prefill).status();
+    thread_local Sessions sessions;
+    auto send = [&](const v1::Tensor& hidden) -> absl::Status {
+      if (n == 1) return sessions.sessions.front()->Forward(hidden).status();
+      std::vector<PipelineSession*> all;
+      for (const auto& s : sessions.sessions) all.push_back(s.get());
+      return sessions.pipeline->Step(all, hidden).status();
+    };
+    if (sessions.client != &client || sessions.steps_left == 0) {
+      sessions.sessions.clear();  // Closes the full, lost or half opened ones.
+      sessions.pipeline = pipeline;
+      sessions.client = &client;
+      for (int64_t i = 0; i < n; ++i) {
+        absl::StatusOr<std::unique_ptr<PipelineSession>> opened =
+            pipeline->OpenSession(max_length);
+        if (!opened.ok()) return opened.status();
+        sessions.sessions.push_back(std::move(*opened));
+      }
+      absl::Status status = send(prefill);
+      if (status.ok()) sessions.steps_left = steps;
+      return status;
     }
-    --session.steps_left;
-    absl::Status status = session.session->Forward(step).status();
-    if (!status.ok()) session.steps_left = 0;  // Start anew.
+    --sessions.steps_left;
+    absl::Status status = send(step);
+    if (!status.ok()) sessions.steps_left = 0;  // Start anew.
     return status;
   };
   return r;
