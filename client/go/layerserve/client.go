@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	pb "layerserve/gen/layerserve/v1"
 )
@@ -107,6 +109,38 @@ func (c *Client) BlockForward(ctx context.Context, req *pb.BlockForwardRequest) 
 	return c.Stub.BlockForward(ctx, req)
 }
 
+// StepSessions runs many KV-cache sessions in one BlockForward call (session_ids):
+// row b of hidden [B, T, D] ([T, D]: one session) continues sessionIDs[b] exactly as
+// that session's own call with that row would, bit for bit, its positions
+// continuing from the session's length. sequenceLengths (B entries in [1, T], or
+// nil) makes the rows ragged: row b adds its first sequenceLengths[b] tokens, and
+// its padded rows of the output are zeros. The response holds every row's output
+// and SessionLengths, each session's new length in the order of sessionIDs.
+//
+// All or nothing: when one session is unknown, busy, full or not of the same model
+// and layers as the others, the call fails with the code that session alone would
+// get and a message naming the row ("session_ids[2]: ..."), and no session
+// advances. Like a session_id call it is sent once, never retried. For
+// output_dtype or attention statistics, set SessionIds in a request and call
+// BlockForward.
+func (c *Client) StepSessions(ctx context.Context, sessionIDs []string, hidden *pb.Tensor,
+	sequenceLengths []int64) (*pb.BlockForwardResponse, error) {
+	if len(sessionIDs) == 0 {
+		return nil, status.Error(codes.InvalidArgument,
+			"session_ids: empty; give one session per row of hidden_states")
+	}
+	resp, err := c.BlockForward(ctx, &pb.BlockForwardRequest{SessionIds: sessionIDs,
+		HiddenStates: hidden, SequenceLengths: sequenceLengths})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetSessionLengths()) != len(sessionIDs) {
+		return nil, status.Errorf(codes.Internal, "response session_lengths: %d entries for %d sessions",
+			len(resp.GetSessionLengths()), len(sessionIDs))
+	}
+	return resp, nil
+}
+
 // ListModels returns every model the server has, ready or failed.
 func (c *Client) ListModels(ctx context.Context) ([]*pb.ModelInfo, error) {
 	ctx, cancel := c.withDeadline(ctx)
@@ -126,7 +160,8 @@ func (c *Client) GetModel(ctx context.Context, name string) (*pb.ModelInfo, erro
 }
 
 // OpenSession opens a KV-cache session for incremental decoding; pass its
-// SessionId in BlockForward requests.
+// SessionId in BlockForward requests (sent once, never retried: retry.go), or
+// several sessions' ids to StepSessions.
 func (c *Client) OpenSession(ctx context.Context, req *pb.OpenSessionRequest) (*pb.OpenSessionResponse, error) {
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()

@@ -4,8 +4,9 @@ package layerserve
 // (client/python/layerserve_client/retry.py): capped exponential backoff with full
 // jitter, never past the call's deadline, and only UNAVAILABLE (a draining or
 // unreachable server): every other code is the answer. A BlockForward with a
-// session_id is sent once: a step lost on the way back may have appended to the
-// session's KV cache already, and a second send would append twice.
+// session_id, or with session_ids (many sessions in one call), is sent once: a step
+// lost on the way back may have appended to the sessions' KV caches already, and a
+// second send would append twice.
 //
 // A unary interceptor rather than gRPC's service config retryPolicy: grpc-go 1.33
 // (Debian bookworm) applies a retryPolicy only when the process sets
@@ -99,7 +100,7 @@ func retryDialOptions(opts []grpc.DialOption) ([]grpc.DialOption, error) {
 func retryInterceptor(policy RetryPolicy, sleep func(time.Duration)) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn,
 		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if step, ok := req.(*pb.BlockForwardRequest); ok && step.GetSessionId() != "" {
+		if step, ok := req.(*pb.BlockForwardRequest); ok && isSessionStep(step) {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
 		for attempt := 1; ; attempt++ {
@@ -116,4 +117,9 @@ func retryInterceptor(policy RetryPolicy, sleep func(time.Duration)) grpc.UnaryC
 			sleep(wait)
 		}
 	}
+}
+
+// isSessionStep: the request appends to one session's KV cache or to many.
+func isSessionStep(req *pb.BlockForwardRequest) bool {
+	return req.GetSessionId() != "" || len(req.GetSessionIds()) > 0
 }

@@ -2,8 +2,8 @@ package layerserve
 
 // Retries of UNAVAILABLE (retry.go): against a port where nothing listens until a
 // proxy to the real server (TestMain's) comes up there, as when a replica restarts;
-// with retries off the same call fails with UNAVAILABLE; session steps are sent
-// once.
+// with retries off the same call fails with UNAVAILABLE; session steps, of one
+// session or many, are sent once.
 
 import (
 	"context"
@@ -107,6 +107,7 @@ func TestRetryInterceptorSendsSessionStepsOnce(t *testing.T) {
 		want int
 	}{
 		{&pb.BlockForwardRequest{SessionId: "replica.1"}, 1},
+		{&pb.BlockForwardRequest{SessionIds: []string{"replica.1", "replica.2"}}, 1},
 		{&pb.BlockForwardRequest{}, 3},
 		{rmsRequest(), 3},
 	} {
