@@ -38,7 +38,8 @@ class LayerClient {
 //   retry            how UNAVAILABLE calls are retried (retry.js): {maxAttempts,
 //                    initialBackoffMs, maxBackoffMs, multiplier}, each defaulting to
 //                    DEFAULT_RETRY's (4 sends, 50 ms, 2 s, 2); false never retries.
-//                    Session steps (blockForward with a session_id) are sent once.
+//                    Session steps (blockForward with a session_id or session_ids,
+//                    step) are sent once.
   //   protoDir, healthProto   where the .proto files are (see proto.js).
   constructor(target, options = {}) {
     const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
@@ -82,9 +83,44 @@ class LayerClient {
     return this._unary(this.stub, 'Activate', request, callOptions);
   }
 
+  // A request with session_id (one session) or session_ids (many) appends to KV
+  // caches: it goes on the session channel, sent once (retry.js).
   blockForward(request, callOptions) {
-    const stub = request.session_id ? this.sessionStub : this.stub;
-    return this._unary(stub, 'BlockForward', request, callOptions);
+    const sessionStep = Boolean(request.session_id) || (request.session_ids ?? []).length > 0;
+    return this._unary(sessionStep ? this.sessionStub : this.stub, 'BlockForward', request,
+                       callOptions);
+  }
+
+  // Many KV-cache sessions in one BlockForward call (session_ids). sessions: an array of
+  // session ids or openSession responses ({session_id}). Row b of hiddenStates [B, T, D]
+  // ([T, D]: one session) continues sessions[b], bit for bit as that session's own call
+  // with that row would, its positions continuing from the session's length.
+  // options.sequenceLengths (B entries in [1, T]) makes the rows ragged: row b adds its
+  // first sequenceLengths[b] tokens, and its padded rows of the output are zeros.
+  // Resolves to the BlockForward response: hidden_states (every row) and
+  // session_lengths (each session's new length, in order). All or nothing: when one
+  // session is unknown, busy, full or mismatched the call rejects with the code that
+  // session alone would get and details naming the row ('session_ids[2]: ...'), and no
+  // session advances. Sent once, never retried, as a session_id call.
+  async step(sessions, hiddenStates, options = {}, callOptions) {
+    if (!Array.isArray(sessions) || sessions.length === 0) {
+      throw new RangeError('step: sessions must be a non-empty array of session ids');
+    }
+    const sessionIds = sessions.map((s, b) => {
+      const id = typeof s === 'string' ? s : s?.session_id;
+      if (typeof id !== 'string' || id === '') {
+        throw new TypeError(`step: sessions[${b}] is neither a session id nor {session_id}`);
+      }
+      return id;
+    });
+    const response = await this.blockForward({
+      session_ids: sessionIds, hidden_states: hiddenStates,
+      sequence_lengths: options.sequenceLengths ?? []}, callOptions);
+    if (response.session_lengths.length !== sessionIds.length) {
+      throw new Error(`step: response session_lengths has ${response.session_lengths.length} ` +
+                      `entries for ${sessionIds.length} sessions`);
+    }
+    return response;
   }
 
   // Resolves to the array of ModelInfo.
@@ -98,7 +134,8 @@ class LayerClient {
   }
 
   // OpenSession: a KV-cache session for incremental decoding; resolves to
-  // {session_id, ttl_ms}. Pass session_id in blockForward requests.
+  // {session_id, ttl_ms}. Pass session_id in blockForward requests, or many sessions
+  // to step.
   openSession(request, callOptions) {
     return this._unary(this.stub, 'OpenSession', request, callOptions);
   }

@@ -6,10 +6,11 @@
 // the channel's service config (a retryPolicy, grpc-js >= 1.7), so a call
 // made on client.stub directly is retried too.
 //
-// A BlockForward with a session_id must be sent once: a step lost on the way back may
-// have appended to the session's KV cache already, and a second send would append
-// twice. A service config names methods, not requests, so the LayerClient sends
-// session steps on a second channel whose config has no retryPolicy.
+// A BlockForward with a session_id, or session_ids (many sessions in one call), must be
+// sent once: a step lost on the way back may have appended to the sessions' KV caches
+// already, and a second send would append twice. A service config names methods, not
+// requests, so the LayerClient sends session steps on a second channel whose config
+// has no retryPolicy.
 
 const DEFAULT_RETRY = Object.freeze({
   maxAttempts: 4,          // Sends in all, the first included.

@@ -273,6 +273,55 @@ describe('LayerClient on a real server', () => {
     }
   });
 
+  test('step: many sessions in one call equal their own calls bit for bit', async () => {
+    const D = (await client.getModel('tiny-llama')).hidden_size;
+    const open = () => client.openSession({model: 'tiny-llama', num_layers: 2});
+    const alone = [await open(), await open(), await open()];
+    const together = [await open(), await open(), await open()];
+    let seed = 1;
+    const random = (n) => Float32Array.from({length: n}, () => Math.sin(seed++) * 2);
+    // A ragged prefill, a one-token step, a ragged two-token step.
+    for (const [T, lengths] of [[5, [5, 2, 4]], [1, null], [2, [2, 1, 2]]]) {
+      const x = random(3 * T * D);
+      const options = lengths === null ? {} : {sequenceLengths: lengths};
+      // Ids or openSession responses: the same.
+      const response = await client.step(
+          [together[0], together[1].session_id, together[2]], toTensor(x, [3, T, D]), options);
+      assert.deepEqual(response.hidden_states.shape, [3, T, D]);
+      const got = fromTensor(response.hidden_states);
+      const want = new Float32Array(3 * T * D);  // Padding stays 0.
+      const wantLengths = [];
+      for (const [b, session] of alone.entries()) {
+        const n = lengths === null ? T : lengths[b];
+        const one = await client.blockForward({
+          session_id: session.session_id,
+          hidden_states: toTensor(x.subarray(b * T * D, (b * T + n) * D), [n, D])});
+        want.set(fromTensor(one.hidden_states), b * T * D);
+        wantLengths.push(one.session_length);
+      }
+      assert.deepEqual(Buffer.from(got.buffer), Buffer.from(want.buffer));
+      assert.deepEqual(response.session_lengths, wantLengths);
+    }
+    for (const session of [...alone, ...together]) await client.closeSession(session.session_id);
+  });
+
+  test('step: a failed call names the row and advances no session', async () => {
+    const D = (await client.getModel('tiny-llama')).hidden_size;
+    const a = await client.openSession({model: 'tiny-llama'});
+    const closed = await client.openSession({model: 'tiny-llama'});
+    await client.closeSession(closed.session_id);
+    const one = toTensor(new Float32Array(D), [1, 1, D]);
+    assert.deepEqual((await client.step([a], one)).session_lengths, [1]);
+    const error = await rejection(client.step([a, closed], toTensor(new Float32Array(2 * D), [2, 1, D])));
+    assert.equal(error.code, status.NOT_FOUND);
+    assert.ok(error.details.startsWith(`session_ids[1]: session "${closed.session_id}" was closed`),
+              error.details);
+    assert.deepEqual((await client.step([a], one)).session_lengths, [2]);
+    await assert.rejects(client.step([], one), /sessions must be a non-empty array/);
+    await assert.rejects(client.step([{}], one), /sessions\[0\] is neither/);
+    await client.closeSession(a.session_id);
+  });
+
   test('the example script runs against the server', async () => {
     const script = path.join(__dirname, '..', 'examples', 'example.js');
     const stdout = await new Promise((resolve, reject) => {

@@ -2,11 +2,13 @@
 // Retries of UNAVAILABLE (lib/retry.js) against the real layerserve binary: a port
 // where nothing listens until a TCP proxy to the server comes up there, as when a
 // replica restarts, within the retry budget; with retries off the same call fails
-// with UNAVAILABLE.
+// with UNAVAILABLE. Against a fake LayerService that is always UNAVAILABLE: session
+// steps, of one session or many (step), are sent once, other calls retried.
 const {describe, before, after, test} = require('node:test');
 const assert = require('node:assert/strict');
 const net = require('node:net');
-const {LayerClient, status, toTensor} = require('../lib');
+const grpc = require('@grpc/grpc-js');
+const {LayerClient, status, toTensor, loadLayerServe} = require('../lib');
 const {resolveRetry} = require('../lib/retry');
 const {rejection, startServer} = require('./server');
 
@@ -94,4 +96,44 @@ test('resolveRetry: defaults, overrides, off, and bad policies', () => {
   assert.equal(resolveRetry({maxAttempts: 1}), null);
   assert.throws(() => resolveRetry({maxAttempts: 0}), /maxAttempts/);
   assert.throws(() => resolveRetry({initialBackoffMs: 5000}), /initialBackoffMs/);
+});
+
+// A LayerService whose BlockForward always answers UNAVAILABLE, counting its calls.
+async function unavailableServer() {
+  const {LayerService} = loadLayerServe();
+  const server = new grpc.Server();
+  const counter = {calls: 0};
+  server.addService(LayerService.service, {
+    BlockForward: (call, callback) => {
+      counter.calls++;
+      callback({code: status.UNAVAILABLE, details: 'draining'});
+    },
+  });
+  const port = await new Promise((resolve, reject) => server.bindAsync(
+      '127.0.0.1:0', grpc.ServerCredentials.createInsecure(),
+      (error, bound) => (error ? reject(error) : resolve(bound))));
+  return {target: `127.0.0.1:${port}`, counter, stop: () => server.forceShutdown()};
+}
+
+test('session steps of one session or many are sent once; other calls are retried', async () => {
+  const fake = await unavailableServer();
+  const client = new LayerClient(fake.target, {
+    retry: {maxAttempts: 3, initialBackoffMs: 1, maxBackoffMs: 2}});
+  const hidden = toTensor(new Float32Array(4), [2, 1, 2]);
+  const sends = async (call) => {
+    const before = fake.counter.calls;
+    const error = await rejection(call());
+    assert.equal(error.code, status.UNAVAILABLE);
+    return fake.counter.calls - before;
+  };
+  try {
+    assert.equal(await sends(() => client.blockForward({session_id: 'r.1', hidden_states: hidden})), 1);
+    assert.equal(await sends(() => client.blockForward({session_ids: ['r.1', 'r.2'],
+                                                         hidden_states: hidden})), 1);
+    assert.equal(await sends(() => client.step(['r.1', {session_id: 'r.2'}], hidden)), 1);
+    assert.equal(await sends(() => client.blockForward({hidden_states: hidden})), 3);
+  } finally {
+    client.close();
+    fake.stop();
+  }
 });
