@@ -137,7 +137,9 @@ def test_decode_keeps_a_session_per_thread(server):
     [level] = report["levels"]
     assert level["ok"] == 20 and level["errors"] == {}
     # Open + prefill 8 tokens, 4 one-token steps, then a new session: 20 calls are
-    # four sessions of 5 calls, 16 steps.
+    # four sessions of 5 calls, 16 steps, whose latency is also summarized alone.
+    assert level["step_latency_ms"]["count"] == 16
+    assert level["step_latency_ms"]["max"] <= level["latency_ms"]["max"]
     after = {phase: server.metric_sum("layerserve_session_tokens_total", phase=phase)
              for phase in ("prefill", "decode")}
     assert after["prefill"] - before["prefill"] == 4 * 8

@@ -11,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tools/loadgen/report.h"
 
 namespace layerserve::client {
 namespace {
@@ -84,6 +85,34 @@ TEST(RunLoadTest, ClosedLoopSendsExactlyTheRequestCount) {
   EXPECT_THAT(r.error_messages, ElementsAre(Pair("UNAVAILABLE", "connection reset")));
   EXPECT_EQ(r.ok_latencies.size(), 900u);
   EXPECT_GT(r.elapsed_seconds, 0);
+}
+
+// Decode: a step's latency counts among all requests' and among the steps' alone;
+// a failed step in neither.
+TEST(RunLoadTest, StepsAreSummarizedApartFromThePrefillsBesideThem) {
+  auto owned = Clients(1);
+  std::atomic<int> calls{0};
+  LoadLevel level;
+  level.concurrency = 2;
+  level.requests = 100;
+  LoadResult r = RunLoad(level, Pointers(owned), [&](Client&) -> SendOutcome {
+    const int i = calls.fetch_add(1);
+    if (i % 10 == 0) return {absl::OkStatus(), /*step=*/false};  // A prefill.
+    if (i % 10 == 9) return {absl::AbortedError("busy"), /*step=*/true};
+    return {absl::OkStatus(), /*step=*/true};
+  });
+  EXPECT_EQ(r.ok_latencies.size(), 90u);
+  EXPECT_EQ(r.ok_step_latencies.size(), 80u);
+  LevelReport report = MakeLevelReport(level, &r);
+  ASSERT_TRUE(report.step_latency.has_value());
+  EXPECT_EQ(report.step_latency->count, 80);
+  EXPECT_EQ(LevelJson(report)["step_latency_ms"]["count"], 80);
+
+  LoadResult stateless =
+      RunLoad(level, Pointers(owned), [](Client&) { return absl::OkStatus(); });
+  report = MakeLevelReport(level, &stateless);
+  EXPECT_FALSE(report.step_latency.has_value());
+  EXPECT_FALSE(LevelJson(report).contains("step_latency_ms"));
 }
 
 TEST(RunLoadTest, ClosedLoopByDurationStopsStartingRequests) {

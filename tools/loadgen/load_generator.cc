@@ -19,17 +19,20 @@ struct ThreadResult {
   std::map<std::string, int64_t> codes;
   std::map<std::string, std::string> error_messages;  // The first of each code.
   std::vector<double> ok_latencies;
+  std::vector<double> ok_step_latencies;
   int64_t requests = 0;
   int64_t late_sends = 0;
   Clock::time_point last_finish;
 
-  void Record(const absl::Status& status, double latency, Clock::time_point finish) {
+  void Record(const SendOutcome& sent, double latency, Clock::time_point finish) {
+    const absl::Status& status = sent.status;
     ++requests;
     const std::string code = absl::StatusCodeToString(status.code());
     if (++codes[code] == 1 && !status.ok()) {
       error_messages[code] = std::string(status.message());
     }
     if (status.ok()) ok_latencies.push_back(latency);
+    if (status.ok() && sent.step) ok_step_latencies.push_back(latency);
     last_finish = std::max(last_finish, finish);
   }
 };
@@ -44,6 +47,9 @@ LoadResult Merge(std::vector<ThreadResult>& threads, Clock::time_point start) {
     result.error_messages.insert(t.error_messages.begin(), t.error_messages.end());
     result.ok_latencies.insert(result.ok_latencies.end(), t.ok_latencies.begin(),
                                t.ok_latencies.end());
+    result.ok_step_latencies.insert(result.ok_step_latencies.end(),
+                                    t.ok_step_latencies.begin(),
+                                    t.ok_step_latencies.end());
     last = std::max(last, t.last_finish);
   }
   result.elapsed_seconds = Seconds(last - start);
@@ -68,9 +74,9 @@ LoadResult RunClosed(const LoadLevel& level, absl::Span<Client* const> clients,
           break;
         }
         const Clock::time_point sent = Clock::now();
-        const absl::Status status = send(client);
+        const SendOutcome outcome = send(client);
         const Clock::time_point done = Clock::now();
-        r.Record(status, Seconds(done - sent), done);
+        r.Record(outcome, Seconds(done - sent), done);
       }
     });
   }
@@ -101,9 +107,9 @@ LoadResult RunOpen(const LoadLevel& level, absl::Span<Client* const> clients,
                         std::chrono::duration<double>(arrivals[i]));
         std::this_thread::sleep_until(scheduled);
         if (Clock::now() - scheduled > std::chrono::milliseconds(1)) ++r.late_sends;
-        const absl::Status status = send(client);
+        const SendOutcome outcome = send(client);
         const Clock::time_point done = Clock::now();
-        r.Record(status, Seconds(done - scheduled), done);
+        r.Record(outcome, Seconds(done - scheduled), done);
       }
     });
   }

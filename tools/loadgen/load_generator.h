@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -41,8 +42,11 @@ struct LoadResult {
   // thread saw), which says more than the code ("failed to connect", a GOAWAY...).
   std::map<std::string, std::string> error_messages;
   std::vector<double> ok_latencies;  // Seconds, of the OK requests, unordered.
-  double elapsed_seconds = 0;        // From the start to the last finish.
-  int64_t late_sends = 0;            // Open loop: sent > 1 ms after schedule.
+  // Seconds, of the OK requests that were decode steps (SendOutcome::step): the
+  // latency of a step apart from the prefills mixed in. Empty for other requests.
+  std::vector<double> ok_step_latencies;
+  double elapsed_seconds = 0;  // From the start to the last finish.
+  int64_t late_sends = 0;      // Open loop: sent > 1 ms after schedule.
 };
 
 // Open-loop send times in seconds from the start, ascending: exactly `count` when
@@ -51,8 +55,17 @@ struct LoadResult {
 std::vector<double> ArrivalOffsets(double rate, bool poisson, int64_t count,
                                    double duration_seconds, uint64_t seed);
 
-// Sends one request through `client` and returns its status. Must be thread-safe.
-using SendFn = std::function<absl::Status(Client& client)>;
+// What one send did: its status, and whether it was a decode step (one token per
+// session) rather than anything else (a prefill, a stateless call).
+struct SendOutcome {
+  SendOutcome(absl::Status status = absl::OkStatus(), bool step = false)  // NOLINT
+      : status(std::move(status)), step(step) {}
+  absl::Status status;
+  bool step;
+};
+
+// Sends one request through `client`. Must be thread-safe.
+using SendFn = std::function<SendOutcome(Client& client)>;
 
 // Runs one level. Sender thread k uses clients[k % clients.size()].
 // REQUIRES: !clients.empty().

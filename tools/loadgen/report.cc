@@ -20,6 +20,14 @@ MetricLabels MethodFilter(const std::vector<MetricSample>& samples,
   return {};
 }
 
+nlohmann::json LatencyJson(const LatencySummary& s) {
+  return {{"mean", s.mean * 1e3},
+          {"p50", s.p50 * 1e3},
+          {"p90", s.p90 * 1e3},
+          {"p99", s.p99 * 1e3},
+          {"max", s.max * 1e3}};
+}
+
 std::string LevelName(const LoadLevel& level) {
   if (level.rate > 0) return absl::StrCat("rate ", level.rate, "/s");
   return absl::StrCat("concurrency ", level.concurrency);
@@ -63,6 +71,9 @@ LevelReport MakeLevelReport(const LoadLevel& level, LoadResult* result) {
   r.throughput =
       result->elapsed_seconds > 0 ? result->requests / result->elapsed_seconds : 0;
   r.latency = Summarize(&result->ok_latencies);
+  if (!result->ok_step_latencies.empty()) {
+    r.step_latency = Summarize(&result->ok_step_latencies);
+  }
   r.late_sends = result->late_sends;
   return r;
 }
@@ -86,11 +97,11 @@ nlohmann::json LevelJson(const LevelReport& r) {
   if (!r.error_messages.empty()) j["error_messages"] = r.error_messages;
   j["elapsed_s"] = r.elapsed_seconds;
   j["throughput_rps"] = r.throughput;
-  j["latency_ms"] = {{"mean", r.latency.mean * 1e3},
-                     {"p50", r.latency.p50 * 1e3},
-                     {"p90", r.latency.p90 * 1e3},
-                     {"p99", r.latency.p99 * 1e3},
-                     {"max", r.latency.max * 1e3}};
+  j["latency_ms"] = LatencyJson(r.latency);
+  if (r.step_latency) {
+    j["step_latency_ms"] = LatencyJson(*r.step_latency);
+    j["step_latency_ms"]["count"] = r.step_latency->count;
+  }
   if (r.server) {
     j["server"] = {{"requests_total", r.server->requests_by_code},
                    {"mean_batch_size", r.server->mean_batch_size
@@ -136,6 +147,15 @@ std::string LevelTable(const std::vector<LevelReport>& reports) {
       for (const auto& [code, message] : r.error_messages) {
         absl::StrAppend(&notes, "  ", code, ": ", message, "\n");
       }
+    }
+    if (r.step_latency) {
+      absl::StrAppend(
+          &notes, LevelName(r.level),
+          absl::StrFormat(": decode steps alone (%d): p50 %.3f, p90 %.3f, p99 %.3f, "
+                          "max %.3f ms\n",
+                          r.step_latency->count, r.step_latency->p50 * 1e3,
+                          r.step_latency->p90 * 1e3, r.step_latency->p99 * 1e3,
+                          r.step_latency->max * 1e3));
     }
     if (r.server) {
       absl::StrAppend(&notes, LevelName(r.level), ": server requests_total ",

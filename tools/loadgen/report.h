@@ -40,6 +40,8 @@ struct LevelReport {
   double elapsed_seconds = 0;
   double throughput = 0;   // Finished requests (any status) per second.
   LatencySummary latency;  // Of the OK requests, seconds.
+  // Of the OK decode steps alone (LoadResult::ok_step_latencies), when there were.
+  std::optional<LatencySummary> step_latency;
   int64_t late_sends = 0;
   std::optional<ServerDelta> server;  // Without --metrics-url or if a scrape failed.
   std::string server_error;           // Why `server` is empty, if a scrape failed.

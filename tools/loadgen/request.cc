@@ -101,7 +101,8 @@ absl::StatusOr<BenchRequest> DecodeRequest(const BenchOptions& o, Client& client
                    " one-token steps per session, hidden ", model->hidden_size());
   r.request_bytes = static_cast<int64_t>(step->ByteSizeLong());
   const int64_t steps = o.steps;
-  r.send = [open, prefill, step, steps, n](Client& client, const CallOptions& call) {
+  r.send = [open, prefill, step, steps, n](Client& client,
+                                           const CallOptions& call) -> SendOutcome {
     struct Sessions {
       Client* client = nullptr;
       std::vector<std::string> ids;
@@ -136,7 +137,7 @@ absl::StatusOr<BenchRequest> DecodeRequest(const BenchOptions& o, Client& client
     --sessions.steps_left;
     absl::Status status = send(*step);
     if (!status.ok()) sessions.steps_left = 0;  // Lost (expired, evicted): reopen.
-    return status;
+    return SendOutcome(std::move(status), /*step=*/true);
   };
   return r;
 }
@@ -175,7 +176,7 @@ absl::StatusOr<BenchRequest> PipelineDecodeRequest(const BenchOptions& o, Client
   r.request_bytes = static_cast<int64_t>(step->ByteSizeLong());
   const int64_t steps = o.steps, max_length = o.tokens + o.steps;
   r.send = [pipeline, prefill = *std::move(prefill), step = *std::move(step), steps,
-            max_length, n](Client& client, const CallOptions&) -> absl::Status {
+            max_length, n](Client& client, const CallOptions&) -> SendOutcome {
     struct Sessions {
       // The pipeline outlives the sessions it opened (members end in reverse).
       std::shared_ptr<Pipeline> pipeline;
@@ -207,7 +208,7 @@ absl::StatusOr<BenchRequest> PipelineDecodeRequest(const BenchOptions& o, Client
     --sessions.steps_left;
     absl::Status status = send(step);
     if (!status.ok()) sessions.steps_left = 0;  // Start anew.
-    return status;
+    return SendOutcome(std::move(status), /*step=*/true);
   };
   return r;
 }

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/cpp/client.h"
+#include "tools/loadgen/load_generator.h"
 #include "tools/loadgen/options.h"
 
 namespace layerserve::client {
@@ -22,8 +23,8 @@ struct BenchRequest {
   // What is sent, for the report: "Normalize RMS_NORM input [8,768] FLOAT32".
   std::string description;
   int64_t request_bytes = 0;  // Serialized size.
-  // Sends the request once. Thread-safe.
-  std::function<absl::Status(Client& client, const CallOptions& call)> send;
+  // Sends the request once (decode: the thread's next prefill or step). Thread-safe.
+  std::function<SendOutcome(Client& client, const CallOptions& call)> send;
 };
 
 // INVALID_ARGUMENT for a shape the method cannot take. block-forward first asks the
