@@ -626,6 +626,14 @@ def load_average():
         return float(f.read().split()[0])
 
 
+def emit(text, out):
+    """The report on stdout, and in the file `out` if given."""
+    print(text, end="")
+    if out:
+        with open(out, "w") as f:
+            f.write(text)
+
+
 def log(message):
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -709,11 +717,7 @@ def main():
                 process.stop(signal.SIGKILL if sys.exc_info()[0] else signal.SIGTERM)
 
     command = " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv])
-    text = report(r, threads, command, server_cmd, time.perf_counter() - started)
-    print(text, end="")
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    emit(report(r, threads, command, server_cmd, time.perf_counter() - started), args.out)
 
 
 if __name__ == "__main__":
