@@ -8,6 +8,7 @@
 // (Intel Xeons), kernel_choice.cc chooses kernels/linear/amx/few_rows.cc instead:
 // there VDPBF16PS runs at half the float32 FMA's rate, see
 // docs/perf/2026-12-06-kernel-choices.md.
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -26,10 +27,29 @@ constexpr int64_t kVecs = kFewRowsBlockOut / 16;  // 4 vectors of 16 outputs.
 constexpr int64_t kRowTile = 6;  // 24 accumulators + 4 weight vectors: 28 of 32.
 // The first row tile of a block column reads its weights from memory, and prefetches
 // them this far ahead into L2 (the packed layout is contiguous from one column to
-// the next); the later tiles find them in L2. The hardware prefetchers alone ran
-// too short a distance ahead: chosen because it made 4 and 16 rows faster, see
-// docs/perf/2026-12-02-few-rows-prefetch.md.
+// the next); the later tiles find them in L2. On Zen 5 the hardware prefetchers
+// alone ran too short a distance ahead: chosen because it made 4 and 16 rows faster
+// there, see docs/perf/2026-12-02-few-rows-prefetch.md.
 constexpr uintptr_t kPrefetchBytes = 32 << 10;
+
+// Whether the first tile prefetches: not on AMD's family 19h, whose only CPUs with
+// AVX512_BF16 are Zen 4. There a Llama-3-8B decode step's products took less time
+// with the hardware prefetchers alone than with these prefetches at every row count
+// (14% less at 1 row, 28% at 4, 15% at 8, 0-7% at 16 to 64), and any distance of 4
+// KiB or more cost as much as 32 KiB: see docs/perf/2026-12-06-decode-step-overlap.md.
+// Elsewhere (Zen 5, Intel without AMX) as before. Results are the same bits either way.
+bool PrefetchesWeights() {
+  static const bool prefetches = [] {
+    unsigned eax, ebx, ecx, edx;
+    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return true;
+    // "AuthenticAMD" in ebx, edx, ecx.
+    const bool amd = ebx == 0x68747541u && edx == 0x69746E65u && ecx == 0x444D4163u;
+    if (!amd || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return true;
+    const unsigned family = ((eax >> 8) & 0xFu) + ((eax >> 20) & 0xFFu);
+    return family != 0x19;
+  }();
+  return prefetches;
+}
 
 // One tile of `kTile` rows of x pairs (row stride `pairs` words) against block
 // column nb.
@@ -88,6 +108,32 @@ void LastTile(int64_t rows, const FewRowsWeights& w, const uint32_t* x, int64_t 
   });
 }
 
+// Block columns [nb_begin, nb_end), each in tiles of kRowTile rows and one of the
+// rest; the first tile of each prefetches its weights when kPrefetch.
+template <bool kPrefetch>
+void Columns(const FewRowsWeights& w, const uint32_t* x, int64_t rows, int64_t nb_begin,
+             int64_t nb_end, float* y) {
+  const int64_t pairs = w.in / 2;
+  for (int64_t nb = nb_begin; nb < nb_end; ++nb) {
+    int64_t m = 0;
+    for (; m + kRowTile <= rows; m += kRowTile) {
+      if (m == 0) {
+        Tile<kRowTile, kPrefetch>(w, x, pairs, nb, y);
+      } else {
+        Tile<kRowTile, false>(w, x + m * pairs, pairs, nb, y + m * w.out);
+      }
+    }
+    const uint32_t* xm = x + m * pairs;
+    float* ym = y + m * w.out;
+    // The last rows: the first tile when rows < kRowTile.
+    if (m == 0) {
+      LastTile<kPrefetch>(rows, w, xm, pairs, nb, ym);
+    } else {
+      LastTile<false>(rows - m, w, xm, pairs, nb, ym);
+    }
+  }
+}
+
 }  // namespace
 
 void PackBfloat16Pairs(const float* x, int64_t rows, int64_t in,
@@ -106,24 +152,10 @@ void PackBfloat16Pairs(const float* x, int64_t rows, int64_t in,
 void LinearFewRowsVdpbf16psBlocks(const FewRowsWeights& w, const uint32_t* x,
                                   int64_t rows, int64_t nb_begin, int64_t nb_end,
                                   float* y) {
-  const int64_t pairs = w.in / 2;
-  for (int64_t nb = nb_begin; nb < nb_end; ++nb) {
-    int64_t m = 0;
-    for (; m + kRowTile <= rows; m += kRowTile) {
-      if (m == 0) {
-        Tile<kRowTile, true>(w, x, pairs, nb, y);
-      } else {
-        Tile<kRowTile, false>(w, x + m * pairs, pairs, nb, y + m * w.out);
-      }
-    }
-    const uint32_t* xm = x + m * pairs;
-    float* ym = y + m * w.out;
-    // The last rows: the first tile when rows < kRowTile.
-    if (m == 0) {
-      LastTile<true>(rows, w, xm, pairs, nb, ym);
-    } else {
-      LastTile<false>(rows - m, w, xm, pairs, nb, ym);
-    }
+  if (PrefetchesWeights()) {
+    Columns<true>(w, x, rows, nb_begin, nb_end, y);
+  } else {
+    Columns<false>(w, x, rows, nb_begin, nb_end, y);
   }
 }
 
