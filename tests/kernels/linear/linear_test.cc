@@ -14,7 +14,9 @@
 
 #include "common/dtype.h"
 #include "gtest/gtest.h"
+#include "hwy/targets.h"
 #include "kernels/linear/linear_internal.h"
+#include "tests/testing/highway_target_scope.h"
 #include "tests/testing/threads_parallel_for.h"
 
 namespace layerserve::kernels {
@@ -383,9 +385,13 @@ void RunKernel(FewRowsKernel kernel, const internal::FewRowsWeights& few, const 
   internal::LinearFewRowsVdpbf16psBlocks(few, pairs.data(), rows, 0, blocks, y);
 }
 
-// Odd sizes: rows across AMX's 16-row tiles, outputs not a multiple of the 64-output
-// block nor of a 16-output vector, inputs a multiple of 32 (the AMX kernel needs
-// it) but not of 64, and, for the others, not a multiple of 32.
+// Odd sizes: rows across the 4-row (Highway), 6-row (VDPBF16PS) and 16-row (AMX)
+// tiles, outputs not a multiple of the 64-output block nor of a 16-output vector,
+// one output, inputs a multiple of 32 (the AMX kernel needs it) but not of 64, and,
+// for the others, not a multiple of 32 and the fewest they take (2: VDPBF16PS
+// multiplies k pairs). From 5 rows on, rows 2, 3 and 4 hold a NaN, an Inf and a
+// -Inf: their outputs are the reference's non-finite values. The Highway kernel runs
+// on every instruction set this CPU has, not only the one dispatch picks.
 void CheckBfloat16FewRowsKernel(FewRowsKernel kernel) {
   std::mt19937 rng(77);
   struct Size {
@@ -393,8 +399,10 @@ void CheckBfloat16FewRowsKernel(FewRowsKernel kernel) {
   };
   std::vector<Size> sizes = {{768, 200}, {96, 7}, {4096, 130}};
   if (kernel == FewRowsKernel::kHighway || kernel == FewRowsKernel::kVdpbf16ps) {
-    sizes.push_back({70, 65});
+    sizes.insert(sizes.end(), {{70, 65}, {2, 1}, {2, 4097}});
   }
+  std::vector<int64_t> targets = {0};  // 0: as dispatched.
+  if (kernel == FewRowsKernel::kHighway) targets = hwy::SupportedAndGeneratedTargets();
   for (const Size& size : sizes) {
     const int64_t in = size.in, out = size.out;
     const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
@@ -404,23 +412,40 @@ void CheckBfloat16FewRowsKernel(FewRowsKernel kernel) {
     if (const char* why = CannotRun(kernel, few)) GTEST_SKIP() << why;
     std::vector<float> rounded_w = w;
     for (float& v : rounded_w) v = RoundBf16(v);
-    for (int64_t rows : {1, 2, 5, 7, 13, 16, 17, 33}) {
-      std::vector<float> x = Random(rows * in, rng), rounded = x;
+    for (int64_t rows : {1, 2, 4, 5, 7, 8, 13, 16, 17, 32, 33, 64}) {
+      std::vector<float> x = Random(rows * in, rng);
+      if (rows >= 5) {
+        x[2 * in + in / 2] = std::numeric_limits<float>::quiet_NaN();
+        x[3 * in + in - 1] = std::numeric_limits<float>::infinity();
+        x[4 * in] = -std::numeric_limits<float>::infinity();
+      }
+      std::vector<float> rounded = x;
       for (float& v : rounded) v = RoundBf16(v);
       std::vector<float> want(rows * out), got(rows * out);
       LinearReference(rounded_w.data(), b.data(), out, in, rounded.data(), rows,
                       want.data());
-      RunKernel(kernel, few, x.data(), rows, got.data());
-      for (int64_t i = 0; i < rows * out; ++i) {
-        // Products of bfloat16 values are exact in float32: only the sums round.
-        double magnitude = std::fabs(b[i % out]);
-        for (int64_t k = 0; k < in; ++k) {
-          magnitude +=
-              std::fabs(rounded[(i / out) * in + k] * rounded_w[(i % out) * in + k]);
+      for (int64_t target : targets) {
+        testing::TargetScope scope(target);
+        const char* isa = target == 0 ? "dispatched" : hwy::TargetName(target);
+        RunKernel(kernel, few, x.data(), rows, got.data());
+        for (int64_t i = 0; i < rows * out; ++i) {
+          if (!std::isfinite(want[i])) {  // Inf, or NaN (NaN, or Inf times 0).
+            ASSERT_EQ(std::isnan(got[i]), std::isnan(want[i])) << isa << " at " << i;
+            if (!std::isnan(want[i])) {
+              ASSERT_EQ(got[i], want[i]) << isa << " at " << i;
+            }
+            continue;
+          }
+          // Products of bfloat16 values are exact in float32: only the sums round.
+          double magnitude = std::fabs(b[i % out]);
+          for (int64_t k = 0; k < in; ++k) {
+            magnitude +=
+                std::fabs(rounded[(i / out) * in + k] * rounded_w[(i % out) * in + k]);
+          }
+          const double bound = (in + 2) * 0x1p-24 * magnitude;
+          ASSERT_LE(std::fabs(got[i] - want[i]), bound)
+              << isa << " in " << in << " out " << out << " rows " << rows << " at " << i;
         }
-        const double bound = (in + 2) * 0x1p-24 * magnitude;
-        ASSERT_LE(std::fabs(got[i] - want[i]), bound)
-            << "in " << in << " out " << out << " rows " << rows << " at " << i;
       }
     }
   }

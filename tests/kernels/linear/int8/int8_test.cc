@@ -173,12 +173,12 @@ TEST(Int8FewRowsTest, EveryTargetMatchesTheScalarTwinOnOddSizes) {
   };
   for (const Size& s :
        {Size{1, 1, 0}, Size{7, 5, 4}, Size{9, 3, 1}, Size{4097, 7, 64}, Size{96, 130, 32},
-        Size{100, 65, 33}, Size{64, 200, 0}, Size{33, 4097, 128}}) {
+        Size{100, 65, 33}, Size{64, 200, 0}, Size{33, 4097, 128}, Size{1, 4097, 0}}) {
     const std::vector<float> weight = Random(s.out * s.in, rng),
                              bias = Random(s.out, rng);
     const Int8Weights w =
         internal::QuantizeInt8(weight.data(), s.out, s.in, false, bias.data(), s.group);
-    for (int64_t rows : {1, 2, 3, 4, 5, 7, 16, 17}) {
+    for (int64_t rows : {1, 2, 3, 4, 5, 7, 8, 16, 17, 32, 64}) {
       // x one float past an aligned address.
       std::vector<float> storage = Random(rows * s.in + 1, rng);
       for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
@@ -190,32 +190,41 @@ TEST(Int8FewRowsTest, EveryTargetMatchesTheScalarTwinOnOddSizes) {
 }
 
 // Extreme values: zero and huge activations, huge and all-zero weight groups, NaN
-// and Inf in some rows (they must stay in their rows, as in the twin).
+// and Inf in some rows (they must stay in their rows, as in the twin), among 6 rows
+// and, in the first of 8, 32 and 64 (several row tiles; a last NaN row too).
 TEST(Int8FewRowsTest, EveryTargetMatchesTheScalarTwinOnExtremeValues) {
   std::mt19937 rng(13);
-  const int64_t in = 70, out = 130, rows = 6;
+  const int64_t in = 70, out = 130;
   std::vector<float> weight = Random(out * in, rng);
   for (int64_t k = 0; k < 32; ++k) weight[2 * in + k] = 0.0f;
   weight[9 * in + 40] = 3e38f;
   weight[10 * in + 1] = -1e-38f;
   const Int8Weights w =
       internal::QuantizeInt8(weight.data(), out, in, false, nullptr, 32);
-  std::vector<float> x = Random(rows * in, rng);
-  for (int64_t k = 0; k < in; ++k) x[0 * in + k] = 0.0f;  // Row 0: zeros.
-  x[1 * in + 3] = kNan;
-  x[2 * in + 69] = kInf;
-  x[3 * in + 0] = -kInf;
-  x[4 * in + 5] = 3e38f;   // Overflows to Inf against the huge weight.
-  x[5 * in + 6] = 1e-40f;  // Subnormal.
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    testing::TargetScope scope(target);
-    ExpectMatchesTwin(w, x.data(), rows, target, "extreme values");
-    std::vector<float> y(rows * out);
-    internal::LinearInt8FewRowsBlocks(w, x.data(), rows, 0, w.out_blocks, y.data());
-    for (int64_t o = 0; o < out; ++o) {
-      ASSERT_EQ(y[o], 0.0f) << o;  // No bias, zero inputs.
-      ASSERT_TRUE(std::isnan(y[1 * out + o])) << o;
-      ASSERT_TRUE(std::isfinite(y[5 * out + o])) << o;
+  // The first 6 rows are the same at every row count.
+  const std::vector<float> values = Random(64 * in, rng);
+  for (int64_t rows : {6, 8, 32, 64}) {
+    std::vector<float> x(values.begin(), values.begin() + rows * in);
+    for (int64_t k = 0; k < in; ++k) x[0 * in + k] = 0.0f;  // Row 0: zeros.
+    x[1 * in + 3] = kNan;
+    x[2 * in + 69] = kInf;
+    x[3 * in + 0] = -kInf;
+    x[4 * in + 5] = 3e38f;   // Overflows to Inf against the huge weight.
+    x[5 * in + 6] = 1e-40f;  // Subnormal.
+    if (rows > 6) x[(rows - 1) * in + 33] = kNan;
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      testing::TargetScope scope(target);
+      ExpectMatchesTwin(w, x.data(), rows, target, "extreme values");
+      std::vector<float> y(rows * out);
+      internal::LinearInt8FewRowsBlocks(w, x.data(), rows, 0, w.out_blocks, y.data());
+      for (int64_t o = 0; o < out; ++o) {
+        ASSERT_EQ(y[o], 0.0f) << o;  // No bias, zero inputs.
+        ASSERT_TRUE(std::isnan(y[1 * out + o])) << o;
+        ASSERT_TRUE(std::isfinite(y[5 * out + o])) << o;
+        if (rows > 6) {
+          ASSERT_TRUE(std::isnan(y[(rows - 1) * out + o])) << rows << " " << o;
+        }
+      }
     }
   }
 }
@@ -353,8 +362,9 @@ TEST(Int8FewRowsTest, Vdpbf16psKernelMatchesItsReference) {
                            {100, 65, 32},
                            {4096, 130, 64},
                            {64, 200, 0},
-                           {96, 4097, 128}},
-                          {1, 2, 5, 6, 7, 13, 16, 17});
+                           {96, 4097, 128},
+                           {2, 4097, 0}},
+                          {1, 2, 4, 5, 6, 7, 8, 13, 16, 17, 32, 64});
 }
 
 TEST(Int8FewRowsTest, AmxKernelMatchesItsReference) {
