@@ -25,17 +25,17 @@ namespace {
 
 constexpr int64_t kVecs = kFewRowsBlockOut / 16;  // 4 vectors of 16 outputs.
 constexpr int64_t kRowTile = 6;  // 24 accumulators + 4 weight vectors: 28 of 32.
-// The first row tile of a block column reads its weights from memory, and prefetches
-// them this far ahead into L2 (the packed layout is contiguous from one column to
-// the next); the later tiles find them in L2. On Zen 5 the hardware prefetchers
-// alone ran too short a distance ahead: chosen because it made 4 and 16 rows faster
-// there, see docs/perf/2026-12-02-few-rows-prefetch.md.
+
+// Up to kRowTile rows: one tile reads each block column's weights from memory, and
+// prefetches them kPrefetchBytes ahead into L2 (the packed layout is contiguous from
+// one column to the next). On Zen 5 the hardware prefetchers alone ran too short a
+// distance ahead: chosen because it made 4 and 16 rows faster there, see
+// docs/perf/2026-12-02-few-rows-prefetch.md.
 constexpr uintptr_t kPrefetchBytes = 32 << 10;
 
-// Whether the first tile prefetches: not on AMD's family 19h, whose only CPUs with
-// AVX512_BF16 are Zen 4. There a Llama-3-8B decode step's products took less time
-// with the hardware prefetchers alone than with these prefetches at every row count
-// (14% less at 1 row, 28% at 4, 15% at 8, 0-7% at 16 to 64), and any distance of 4
+// Whether that tile prefetches: not on AMD's family 19h, whose only CPUs with
+// AVX512_BF16 are Zen 4. There a Llama-3-8B decode step's products took 9-28% less
+// time at 1 and 4 rows with the hardware prefetchers alone, and any distance of 4
 // KiB or more cost as much as 32 KiB: see docs/perf/2026-12-06-decode-step-overlap.md.
 // Elsewhere (Zen 5, Intel without AMX) as before. Results are the same bits either way.
 bool PrefetchesWeights() {
@@ -51,44 +51,95 @@ bool PrefetchesWeights() {
   return prefetches;
 }
 
-// One tile of `kTile` rows of x pairs (row stride `pairs` words) against block
-// column nb.
-template <int64_t kTile, bool kPrefetch>
+// More rows: each block column runs in chunks of kChunkBlocks k blocks (128 KiB of
+// its weights), all the row tiles over one chunk before the next, the tiles as even
+// as can be (8 rows: 4 + 4). While they multiply, each k pair of every tile
+// prefetches into L2 a few lines of the next chunk, spread so that the next chunk
+// is in flight across the whole of this one: the weights' read runs beside the
+// products instead of before them (the first tile of a whole column read it from
+// memory while the others waited). A tile's partial sums wait between chunks in
+// float32, so each sum still runs over k in order from the bias: the same bits as
+// one pass. Chosen because 8 to 32 rows took 1-12% less time (8% in the median)
+// on Zen 4, where neither chunks without that prefetch nor even tiles alone were
+// faster: see docs/perf/2026-12-06-decode-step-overlap.md.
+constexpr int64_t kChunkBlocks = 32;
+
+// The next chunk's lines, taken a few per k pair by the tiles of this one.
+struct ChunkPrefetch {
+  const char* next;
+  const char* end;
+  int64_t lines_per_pair;
+};
+
+enum class Prefetch { kNone, kAhead, kChunk };
+
+// The sums of one tile of `kTile` rows of x pairs (row stride `pairs` words) for
+// block column nb over pairs [p_begin, p_end) (p_begin at a k block's start): from
+// the bias when p_begin is 0, else from `partial` ([kTile][64]); stored into y when
+// p_end is `pairs`, else into `partial`. Only kChunk tiles take part of the pairs
+// (the others [0, pairs), without `partial` or `chunk`). kAhead: each weight load
+// prefetches kPrefetchBytes further on; kChunk: each pair takes `chunk`'s next lines.
+template <int64_t kTile, Prefetch kPrefetch>
 void Tile(const FewRowsWeights& w, const uint32_t* x, int64_t pairs, int64_t nb,
-          float* y) {
+          int64_t p_begin, int64_t p_end, float* partial, float* y,
+          ChunkPrefetch* chunk) {
   const int64_t n0 = nb * kFewRowsBlockOut;
   __m512 acc[kTile][kVecs];
-  for (int64_t v = 0; v < kVecs; ++v) {
-    alignas(64) float bias[16];
-    for (int64_t l = 0; l < 16; ++l) {
-      const int64_t n = n0 + v * 16 + l;
-      bias[l] = n < w.out ? w.bias[n] : 0.0f;
+  constexpr bool kWhole = kPrefetch != Prefetch::kChunk;  // One pass: [0, pairs).
+  if (kWhole || p_begin == 0) {
+    for (int64_t v = 0; v < kVecs; ++v) {
+      alignas(64) float bias[16];
+      for (int64_t l = 0; l < 16; ++l) {
+        const int64_t n = n0 + v * 16 + l;
+        bias[l] = n < w.out ? w.bias[n] : 0.0f;
+      }
+      for (int64_t m = 0; m < kTile; ++m) acc[m][v] = _mm512_load_ps(bias);
     }
-    for (int64_t m = 0; m < kTile; ++m) acc[m][v] = _mm512_load_ps(bias);
+  } else {
+    for (int64_t m = 0; m < kTile; ++m) {
+      for (int64_t v = 0; v < kVecs; ++v) {
+        acc[m][v] = _mm512_loadu_ps(partial + m * kFewRowsBlockOut + v * 16);
+      }
+    }
   }
   const auto* column = static_cast<const uint16_t*>(w.data) + nb * w.n_block_stride;
-  for (int64_t k0 = 0; k0 < w.in; k0 += w.k_block) {
-    const auto* block =
-        reinterpret_cast<const uint32_t*>(column + (k0 / w.k_block) * w.k_block_stride);
-    const int64_t block_pairs = std::min(w.k_block, w.in - k0) / 2;
+  const int64_t k_block_pairs = w.k_block / 2;
+  for (int64_t p0 = p_begin; p0 < p_end; p0 += k_block_pairs) {
+    const auto* block = reinterpret_cast<const uint32_t*>(column + (p0 / k_block_pairs) *
+                                                                       w.k_block_stride);
+    const int64_t block_pairs = std::min(k_block_pairs, p_end - p0);
     for (int64_t p = 0; p < block_pairs; ++p) {
       __m512i wv[kVecs];
       for (int64_t v = 0; v < kVecs; ++v) {
         const uint32_t* at = block + p * kFewRowsBlockOut + v * 16;
         wv[v] = _mm512_loadu_si512(at);
-        if constexpr (kPrefetch) {  // Past the weights' end it is only a hint.
+        if constexpr (kPrefetch == Prefetch::kAhead) {  // Past the end only a hint.
           _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(at) +
                                                      kPrefetchBytes),
                        _MM_HINT_T1);
         }
       }
+      if constexpr (kPrefetch == Prefetch::kChunk) {
+        for (int64_t l = 0; l < chunk->lines_per_pair && chunk->next < chunk->end; ++l) {
+          _mm_prefetch(chunk->next, _MM_HINT_T1);
+          chunk->next += 64;
+        }
+      }
       for (int64_t m = 0; m < kTile; ++m) {
-        const __m512i xp = _mm512_set1_epi32(static_cast<int>(x[m * pairs + k0 / 2 + p]));
+        const __m512i xp = _mm512_set1_epi32(static_cast<int>(x[m * pairs + p0 + p]));
         for (int64_t v = 0; v < kVecs; ++v) {
           acc[m][v] = _mm512_dpbf16_ps(acc[m][v], (__m512bh)wv[v], (__m512bh)xp);
         }
       }
     }
+  }
+  if (!kWhole && p_end < pairs) {
+    for (int64_t m = 0; m < kTile; ++m) {
+      for (int64_t v = 0; v < kVecs; ++v) {
+        _mm512_storeu_ps(partial + m * kFewRowsBlockOut + v * 16, acc[m][v]);
+      }
+    }
+    return;
   }
   const int64_t columns = std::min(kFewRowsBlockOut, w.out - n0);
   for (int64_t m = 0; m < kTile; ++m) {
@@ -99,37 +150,49 @@ void Tile(const FewRowsWeights& w, const uint32_t* x, int64_t pairs, int64_t nb,
   }
 }
 
-// Tile for the `rows` (0 to kRowTile - 1) left after the full tiles.
-template <bool kPrefetch>
-void LastTile(int64_t rows, const FewRowsWeights& w, const uint32_t* x, int64_t pairs,
-              int64_t nb, float* y) {
-  WithTileRows<kRowTile - 1>(rows, [&](auto tile_rows) {
-    Tile<decltype(tile_rows)::value, kPrefetch>(w, x, pairs, nb, y);
-  });
-}
-
-// Block columns [nb_begin, nb_end), each in tiles of kRowTile rows and one of the
-// rest; the first tile of each prefetches its weights when kPrefetch.
-template <bool kPrefetch>
-void Columns(const FewRowsWeights& w, const uint32_t* x, int64_t rows, int64_t nb_begin,
-             int64_t nb_end, float* y) {
+// Rows [0, rows <= kRowTile) of block columns [nb_begin, nb_end), one pass each.
+template <Prefetch kPrefetch>
+void OneTileColumns(const FewRowsWeights& w, const uint32_t* x, int64_t rows,
+                    int64_t nb_begin, int64_t nb_end, float* y) {
   const int64_t pairs = w.in / 2;
   for (int64_t nb = nb_begin; nb < nb_end; ++nb) {
-    int64_t m = 0;
-    for (; m + kRowTile <= rows; m += kRowTile) {
-      if (m == 0) {
-        Tile<kRowTile, kPrefetch>(w, x, pairs, nb, y);
-      } else {
-        Tile<kRowTile, false>(w, x + m * pairs, pairs, nb, y + m * w.out);
+    WithTileRows<kRowTile>(rows, [&](auto tile_rows) {
+      Tile<decltype(tile_rows)::value, kPrefetch>(w, x, pairs, nb, 0, pairs, nullptr, y,
+                                                  nullptr);
+    });
+  }
+}
+
+// More rows, in chunks (kChunkBlocks).
+void ChunkedColumns(const FewRowsWeights& w, const uint32_t* x, int64_t rows,
+                    int64_t nb_begin, int64_t nb_end, float* y) {
+  const int64_t pairs = w.in / 2;
+  const int64_t chunk_pairs = kChunkBlocks * (w.k_block / 2);
+  const int64_t tiles = (rows + kRowTile - 1) / kRowTile;
+  // Each pair's weights are kVecs lines: the next chunk's, over all tiles' pairs.
+  const int64_t lines_per_pair = (kVecs + tiles - 1) / tiles;
+  const int64_t chunk_bytes = chunk_pairs * kFewRowsBlockOut * 4;
+  thread_local std::vector<float> partial;
+  partial.resize(rows * kFewRowsBlockOut);
+  for (int64_t nb = nb_begin; nb < nb_end; ++nb) {
+    const auto* column = static_cast<const char*>(w.data) + nb * w.n_block_stride * 2;
+    for (int64_t p0 = 0; p0 < pairs; p0 += chunk_pairs) {
+      const int64_t p1 = std::min(pairs, p0 + chunk_pairs);
+      // The next chunk: this column's, or the next column's first (past the last
+      // column's end it is only a hint).
+      const char* next = p1 < pairs
+                             ? column + (p1 / (w.k_block / 2)) * w.k_block_stride * 2
+                             : column + w.n_block_stride * 2;
+      ChunkPrefetch chunk{next, next + chunk_bytes, lines_per_pair};
+      for (int64_t t = 0, m = 0; t < tiles; ++t) {
+        const int64_t tile_rows = rows / tiles + (t < rows % tiles ? 1 : 0);
+        WithTileRows<kRowTile>(tile_rows, [&](auto n) {
+          Tile<decltype(n)::value, Prefetch::kChunk>(
+              w, x + m * pairs, pairs, nb, p0, p1, partial.data() + m * kFewRowsBlockOut,
+              y + m * w.out, &chunk);
+        });
+        m += tile_rows;
       }
-    }
-    const uint32_t* xm = x + m * pairs;
-    float* ym = y + m * w.out;
-    // The last rows: the first tile when rows < kRowTile.
-    if (m == 0) {
-      LastTile<kPrefetch>(rows, w, xm, pairs, nb, ym);
-    } else {
-      LastTile<false>(rows - m, w, xm, pairs, nb, ym);
     }
   }
 }
@@ -152,11 +215,11 @@ void PackBfloat16Pairs(const float* x, int64_t rows, int64_t in,
 void LinearFewRowsVdpbf16psBlocks(const FewRowsWeights& w, const uint32_t* x,
                                   int64_t rows, int64_t nb_begin, int64_t nb_end,
                                   float* y) {
+  if (rows > kRowTile) return ChunkedColumns(w, x, rows, nb_begin, nb_end, y);
   if (PrefetchesWeights()) {
-    Columns<true>(w, x, rows, nb_begin, nb_end, y);
-  } else {
-    Columns<false>(w, x, rows, nb_begin, nb_end, y);
+    return OneTileColumns<Prefetch::kAhead>(w, x, rows, nb_begin, nb_end, y);
   }
+  OneTileColumns<Prefetch::kNone>(w, x, rows, nb_begin, nb_end, y);
 }
 
 }  // namespace layerserve::kernels::internal

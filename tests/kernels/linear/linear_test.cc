@@ -399,7 +399,9 @@ void CheckBfloat16FewRowsKernel(FewRowsKernel kernel) {
   };
   std::vector<Size> sizes = {{768, 200}, {96, 7}, {4096, 130}};
   if (kernel == FewRowsKernel::kHighway || kernel == FewRowsKernel::kVdpbf16ps) {
-    sizes.insert(sizes.end(), {{70, 65}, {2, 1}, {2, 4097}});
+    // 2118 = 2 x 1024 + 70: the VDPBF16PS kernel's k chunks for more than 6 rows
+    // (1024 inputs), the last one short, ending inside a k block.
+    sizes.insert(sizes.end(), {{70, 65}, {2, 1}, {2, 4097}, {2118, 65}});
   }
   std::vector<int64_t> targets = {0};  // 0: as dispatched.
   if (kernel == FewRowsKernel::kHighway) targets = hwy::SupportedAndGeneratedTargets();
@@ -453,11 +455,12 @@ void CheckBfloat16FewRowsKernel(FewRowsKernel kernel) {
 
 // Each kernel on its own keeps the batcher's promise (LinearFewRows' tests above
 // see only the kernel this CPU picks): a row's bits do not depend on the rows
-// beside it, in its AMX tile or in another one, nor on how many there are; NaN and
-// Inf stay in their row.
-void CheckBfloat16FewRowsKernelRows(FewRowsKernel kernel) {
+// beside it, in its AMX tile or in another one, nor on how many there are (with more
+// than 6 rows the VDPBF16PS kernel sizes its row tiles by the count, and 2112 inputs
+// are three of its k chunks); NaN and Inf stay in their row.
+void CheckBfloat16FewRowsKernelRows(FewRowsKernel kernel, int64_t in) {
   std::mt19937 rng(20261201);
-  const int64_t in = 96, out = 200;
+  const int64_t out = 200;
   const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
   LinearWeights weights(w.data(), out, in, false, b.data(), WeightType::kBfloat16);
   const internal::FewRowsWeights& few = internal::FewRowsLayoutOf(weights);
@@ -489,6 +492,13 @@ void CheckBfloat16FewRowsKernelRows(FewRowsKernel kernel) {
           << "rows " << rows << " row " << i / out << " out " << i % out << ": " << y[i]
           << " alone " << alone[i];
     }
+  }
+}
+
+void CheckBfloat16FewRowsKernelRows(FewRowsKernel kernel) {
+  for (int64_t in : {96, 2112}) {
+    CheckBfloat16FewRowsKernelRows(kernel, in);
+    if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
   }
 }
 
