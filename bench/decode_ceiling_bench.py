@@ -120,6 +120,7 @@ def loadgen(bench, process, sessions, tokens, steps, timing, per_call=1):
     if level["errors"]:
         raise RuntimeError(f"{' '.join(cmd)}: {level['errors']} errors: "
                            f"{level.get('error_messages')}")
+    level["sessions_per_call"] = per_call
     return " ".join(shlex.quote(a) for a in cmd), level
 
 
@@ -196,13 +197,16 @@ def report(r, threads, command, server_cmd, elapsed):
         lat = level["latency_ms"]
         step = level.get("step_latency_ms") or {}
         batch = (level.get("server") or {}).get("mean_batch_size")
-        rows.append([name, f"{level['throughput_rps']:.0f}", f"{lat['p50']:.1f}",
+        step_tok = (step.get("count", 0) * level["sessions_per_call"] /
+                    level["elapsed_s"])
+        rows.append([name, f"{level['throughput_rps']:.0f}", f"{step_tok:.0f}",
+                     f"{lat['p50']:.1f}",
                      f"{lat['p99']:.1f}", f"{lat['max']:.0f}",
                      f"{step['p50']:.1f}" if step else "-",
                      f"{step['p99']:.1f}" if step else "-",
                      f"{step['max']:.0f}" if step else "-",
                      f"{batch:.1f}" if batch else "-"])
-    out += l8.table(["load", "calls/s", "p50 ms", "p99 ms", "max ms", "step p50",
+    out += l8.table(["load", "calls/s", "step tok/s", "p50 ms", "p99 ms", "max ms", "step p50",
                      "step p99", "step max", "mean batch"], rows)
     out += ["", "Commands (the server's target filled in):", ""]
     out += [f"- {name}: `{cmd}`" for name, (cmd, _) in r["loadgen"].items()]
