@@ -1,8 +1,22 @@
 #include "kernels/linear/kernel_choice.h"
 
+#include <cpuid.h>
+
 #include "kernels/linear/linear_internal.h"
 
 namespace layerserve::kernels {
+namespace {
+
+bool IsAmdFamily19h() {
+  unsigned eax, ebx, ecx, edx;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  // "AuthenticAMD" in ebx, edx, ecx.
+  const bool amd = ebx == 0x68747541u && edx == 0x69746E65u && ecx == 0x444D4163u;
+  if (!amd || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return ((eax >> 8) & 0xFu) + ((eax >> 20) & 0xFFu) == 0x19;
+}
+
+}  // namespace
 
 const char* LinearKernelName(LinearKernel kernel) {
   switch (kernel) {
@@ -32,7 +46,7 @@ const char* LinearKernelName(LinearKernel kernel) {
 
 CpuFeatures ThisCpu() {
   static const CpuFeatures cpu{internal::FewRowsDpbf16Supported(),
-                               internal::FewRowsAmxSupported()};
+                               internal::FewRowsAmxSupported(), !IsAmdFamily19h()};
   return cpu;
 }
 

@@ -41,6 +41,11 @@ struct CpuFeatures {
   bool avx512_bf16 = false;  // VDPBF16PS
   // AMX-BF16 tiles (with AVX512_BF16), and the OS lets this process use them.
   bool amx_bf16 = false;
+  // Whether the VDPBF16PS few-rows kernel prefetches its weights in software
+  // (avx512_bf16/few_rows.cc): not on AMD's family 19h, whose only AVX512_BF16 CPUs
+  // are Zen 4, where the hardware prefetchers alone took 9-28% less time at 1 to 8
+  // rows (docs/perf/2026-12-06-decode-step-overlap.md). The same bits either way.
+  bool prefetch_few_rows_weights = true;
 };
 
 // This CPU's, asked once. Thread-safe.

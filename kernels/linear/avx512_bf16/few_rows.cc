@@ -8,7 +8,6 @@
 // (Intel Xeons), kernel_choice.cc chooses kernels/linear/amx/few_rows.cc instead:
 // there VDPBF16PS runs at half the float32 FMA's rate, see
 // docs/perf/2026-12-06-kernel-choices.md.
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -18,6 +17,7 @@
 
 #include "common/dtype.h"
 #include "kernels/linear/avx512_bf16/bfloat16_words.h"
+#include "kernels/linear/kernel_choice.h"
 #include "kernels/linear/linear_internal.h"
 
 namespace layerserve::kernels::internal {
@@ -32,24 +32,6 @@ constexpr int64_t kRowTile = 6;  // 24 accumulators + 4 weight vectors: 28 of 32
 // distance ahead: chosen because it made 4 and 16 rows faster there, see
 // docs/perf/2026-12-02-few-rows-prefetch.md.
 constexpr uintptr_t kPrefetchBytes = 32 << 10;
-
-// Whether that tile prefetches: not on AMD's family 19h, whose only CPUs with
-// AVX512_BF16 are Zen 4. There a Llama-3-8B decode step's products took 9-28% less
-// time at 1 and 4 rows with the hardware prefetchers alone, and any distance of 4
-// KiB or more cost as much as 32 KiB: see docs/perf/2026-12-06-decode-step-overlap.md.
-// Elsewhere (Zen 5, Intel without AMX) as before. Results are the same bits either way.
-bool PrefetchesWeights() {
-  static const bool prefetches = [] {
-    unsigned eax, ebx, ecx, edx;
-    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return true;
-    // "AuthenticAMD" in ebx, edx, ecx.
-    const bool amd = ebx == 0x68747541u && edx == 0x69746E65u && ecx == 0x444D4163u;
-    if (!amd || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return true;
-    const unsigned family = ((eax >> 8) & 0xFu) + ((eax >> 20) & 0xFFu);
-    return family != 0x19;
-  }();
-  return prefetches;
-}
 
 // More rows: each block column runs in chunks of kChunkBlocks k blocks (128 KiB of
 // its weights), all the row tiles over one chunk before the next, the tiles as even
@@ -216,7 +198,8 @@ void LinearFewRowsVdpbf16psBlocks(const FewRowsWeights& w, const uint32_t* x,
                                   int64_t rows, int64_t nb_begin, int64_t nb_end,
                                   float* y) {
   if (rows > kRowTile) return ChunkedColumns(w, x, rows, nb_begin, nb_end, y);
-  if (PrefetchesWeights()) {
+  // Not on Zen 4, where the hardware prefetchers alone were faster (CpuFeatures).
+  if (ThisCpu().prefetch_few_rows_weights) {
     return OneTileColumns<Prefetch::kAhead>(w, x, rows, nb_begin, nb_end, y);
   }
   OneTileColumns<Prefetch::kNone>(w, x, rows, nb_begin, nb_end, y);
