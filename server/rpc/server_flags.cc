@@ -110,8 +110,10 @@ ABSL_FLAG(std::string, tls_client_ca, Defaults().tls_client_ca,
           "them signed (mutual TLS).");
 ABSL_FLAG(bool, warm_up, Defaults().warm_up,
           "Before health says SERVING, run BlockForward calls of 16 and 512 tokens "
-          "and a decode step of every model on every compute thread, so the first "
-          "calls are not the slow ones (oneDNN's primitives, buffers grown).");
+          "(at least a --prefill-chunk-tokens chunk), and a session's prefill of as "
+          "many tokens then a decode step, of every model on every compute thread, "
+          "so the first calls are not the slow ones (oneDNN's primitives, buffers "
+          "grown).");
 ABSL_FLAG(std::string, auth_token_file, Defaults().auth_token_file,
           "File of accepted bearer tokens, one per line; when set, every call but "
           "grpc.health.v1 needs `authorization: Bearer <token>` metadata. Read again "
