@@ -23,10 +23,12 @@
 #include "gtest/gtest.h"
 #include "tests/testing/server_child.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/tensor_rows.h"
 
 namespace layerserve::client {
 namespace {
 
+using ::layerserve::testing::RowTokens;
 using ::layerserve::testing::ServerChild;
 using ::layerserve::testing::StatusIs;
 using ::testing::HasSubstr;
@@ -56,16 +58,6 @@ v1::Tensor Rows(const v1::Tensor& all, int64_t begin, int64_t end) {
   rows.set_shape(0, end - begin);
   rows.set_data(all.data().substr(begin * kHidden * 4, (end - begin) * kHidden * 4));
   return rows;
-}
-
-// Row b's first `tokens` tokens of a [B, T, kHidden] FLOAT32 tensor, [tokens, kHidden].
-v1::Tensor RowTokens(const v1::Tensor& x, int64_t b, int64_t tokens) {
-  v1::Tensor row;
-  row.set_dtype(x.dtype());
-  row.add_shape(tokens);
-  row.add_shape(kHidden);
-  row.set_data(x.data().substr(b * x.shape(1) * kHidden * 4, tokens * kHidden * 4));
-  return row;
 }
 
 // One Pipeline::Step: rows [B, T, kHidden] and each row's real tokens.

@@ -15,10 +15,12 @@
 #include "gtest/gtest.h"
 #include "tests/testing/server_child.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/tensor_rows.h"
 
 namespace layerserve::client {
 namespace {
 
+using ::layerserve::testing::RowTokens;
 using ::layerserve::testing::ServerChild;
 using ::layerserve::testing::StatusIs;
 using ::testing::ElementsAre;
@@ -34,16 +36,6 @@ v1::Tensor Hidden(int64_t rows, int64_t tokens, int seed) {
   std::vector<float> values(rows * tokens * kHidden);
   for (float& v : values) v = normal(rng);
   return TensorFromFloats(values, {rows, tokens, kHidden}, v1::FLOAT32).value();
-}
-
-// Row b's first `tokens` tokens of a [B, T, kHidden] FLOAT32 tensor, [tokens, kHidden].
-v1::Tensor RowTokens(const v1::Tensor& x, int64_t b, int64_t tokens) {
-  v1::Tensor row;
-  row.set_dtype(x.dtype());
-  row.add_shape(tokens);
-  row.add_shape(kHidden);
-  row.set_data(x.data().substr(b * x.shape(1) * kHidden * 4, tokens * kHidden * 4));
-  return row;
 }
 
 class StepSessionsTest : public ::testing::Test {
