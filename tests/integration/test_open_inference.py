@@ -106,7 +106,7 @@ def test_model_ready(demo, name, version, ready):
 def test_server_metadata_names_the_binary_version_and_extensions(demo):
     printed = subprocess.run([SERVER, "--version"], capture_output=True, text=True,
                              timeout=30, check=True).stdout.split()
-    assert printed[0] == "layerserve" and len(printed) == 2, printed  # "layerserve 0.1.0"
+    assert printed[0] == "layerserve" and len(printed) == 2, printed  # "layerserve VERSION"
     reply = demo.oip.ServerMetadata(inference_pb.ServerMetadataRequest(), timeout=10)
     assert reply.name == "layerserve"
     assert reply.version == printed[1]
