@@ -38,7 +38,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "client/cpp/client.h"
+// A sibling by a path relative to this file: right both in the source tree and
+// installed (include/layerserve/client/, docs/clients/cpp.md).
+#include "client.h"
 
 namespace layerserve::client {
 

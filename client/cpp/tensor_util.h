@@ -10,9 +10,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "client/cpp/npy.h"
 #include "common/dtype.h"
 #include "layerserve/v1/layerserve.pb.h"
+// A sibling by a path relative to this file: right both in the source tree and
+// installed (include/layerserve/client/, docs/clients/cpp.md).
+#include "npy.h"
 
 namespace layerserve::client {
 
