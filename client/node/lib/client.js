@@ -16,6 +16,10 @@ const {resolveToken, resolveCredentials, bearerInterceptor} = require('./securit
 const {DEFAULT_RETRY, resolveRetry, retryChannelOptions} = require('./retry');
 
 const DEFAULT_DEADLINE_MS = 30000;
+// The metadata header carrying a session call's session id, as the Python and C++
+// clients send it: a load balancer routing on it (deploy/nginx/nginx.conf) keeps a
+// session's calls on the replica that holds its KV cache.
+const SESSION_HEADER = 'x-layerserve-session';
 // The server's default --max-message-bytes; grpc-js would otherwise refuse replies
 // over 4 MiB.
 const DEFAULT_MAX_MESSAGE_BYTES = 256 << 20;
@@ -84,11 +88,14 @@ class LayerClient {
   }
 
   // A request with session_id (one session) or session_ids (many) appends to KV
-  // caches: it goes on the session channel, sent once (retry.js).
+  // caches: it goes on the session channel, sent once (retry.js), with the session id
+  // in the x-layerserve-session header (session_ids: the first one's, as the Python
+  // client does; the sessions of one call live on one replica).
   blockForward(request, callOptions) {
-    const sessionStep = Boolean(request.session_id) || (request.session_ids ?? []).length > 0;
+    const sessionIds = request.session_ids ?? [];
+    const sessionStep = Boolean(request.session_id) || sessionIds.length > 0;
     return this._unary(sessionStep ? this.sessionStub : this.stub, 'BlockForward', request,
-                       callOptions);
+                       callOptions, request.session_id || sessionIds[0]);
   }
 
   // Many KV-cache sessions in one BlockForward call (session_ids). sessions: an array of
@@ -140,9 +147,11 @@ class LayerClient {
     return this._unary(this.stub, 'OpenSession', request, callOptions);
   }
 
-  // CloseSession: frees the session's cache. NOT_FOUND if unknown or expired.
+  // CloseSession: frees the session's cache. NOT_FOUND if unknown or expired. Carries
+  // the x-layerserve-session header, to reach the session's replica.
   async closeSession(sessionId, callOptions) {
-    await this._unary(this.stub, 'CloseSession', {session_id: sessionId}, callOptions);
+    await this._unary(this.stub, 'CloseSession', {session_id: sessionId}, callOptions,
+                      sessionId);
   }
 
   // grpc.health.v1 Check: resolves to 'SERVING' or 'NOT_SERVING' ('' = the server;
@@ -157,11 +166,14 @@ class LayerClient {
     if (this.sessionStub !== this.stub) this.sessionStub.close();
   }
 
-  _unary(stub, method, request, callOptions = {}) {
+  _unary(stub, method, request, callOptions = {}, sessionId = '') {
     const deadline = callOptions.deadline ??
         Date.now() + (callOptions.deadlineMs ?? this.deadlineMs);
     return new Promise((resolve, reject) => {
-      stub[method](request, {deadline}, (error, response) => {
+      // In here, a value grpc-js refuses as a header (a line break) rejects the call.
+      const metadata = new grpc.Metadata();
+      if (sessionId) metadata.set(SESSION_HEADER, String(sessionId));
+      stub[method](request, metadata, {deadline}, (error, response) => {
         if (error) reject(error);
         else resolve(response);
       });
@@ -169,4 +181,5 @@ class LayerClient {
   }
 }
 
-module.exports = {LayerClient, DEFAULT_RETRY, status: grpc.status, credentials: grpc.credentials};
+module.exports = {LayerClient, DEFAULT_RETRY, SESSION_HEADER, status: grpc.status,
+                  credentials: grpc.credentials};

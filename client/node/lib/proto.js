@@ -15,6 +15,7 @@
 // - oneofs: true. A message with a oneof gets a property naming the field that is
 //   set (PositionalEncodeRequest.method === 'rope').
 // proto3 `optional` fields (epsilon, theta, causal...) are sent only when defined.
+const fs = require('node:fs');
 const path = require('node:path');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
@@ -22,12 +23,19 @@ const protoLoader = require('@grpc/proto-loader');
 const LOADER_OPTIONS = {keepCase: true, longs: Number, enums: String, defaults: true,
                         oneofs: true};
 
-// Where the .proto files are unless the caller says otherwise: the repository's
-// proto/ (this file is client/node/lib/proto.js) and Debian's grpc-proto package.
+// Where the .proto files are unless the caller says otherwise. An installed package
+// reads its own copies in proto/ (scripts/copy-protos.js puts them in the tarball) and
+// nothing outside itself. The source tree, told apart by scripts/ (which the tarball
+// leaves out: package.json "files"), reads the repository's proto/ (this file is
+// client/node/lib/proto.js) and Debian's grpc-proto package, never a copy that a pack
+// may be writing at that moment.
+const PACKAGE = path.resolve(__dirname, '..');
+const SOURCE_TREE = fs.existsSync(path.join(PACKAGE, 'scripts', 'copy-protos.js'));
 const DEFAULT_PROTO_DIR = process.env.LAYERSERVE_PROTO_DIR ||
-    path.resolve(__dirname, '..', '..', '..', 'proto');
+    (SOURCE_TREE ? path.resolve(PACKAGE, '..', '..', 'proto') : path.join(PACKAGE, 'proto'));
 const DEFAULT_HEALTH_PROTO = process.env.LAYERSERVE_HEALTH_PROTO ||
-    '/usr/share/grpc-proto/grpc/health/v1/health.proto';
+    (SOURCE_TREE ? '/usr/share/grpc-proto/grpc/health/v1/health.proto' :
+        path.join(PACKAGE, 'proto', 'grpc', 'health', 'v1', 'health.proto'));
 
 // Parsing a .proto takes milliseconds: each file is loaded once per process.
 const loaded = new Map();
