@@ -7,6 +7,7 @@
 See docs/clients/python.md.
 """
 from ._stubs import pb, pb_grpc
+from .allocator import keep_freed_buffers
 from .client import Client, channel_target, rope_scaling
 from .errors import LayerServeError
 from .pipeline import Pipeline, PipelineForwardResult, PipelineSession, PipelineStepResult
@@ -19,7 +20,8 @@ from .tensors import (bfloat16_bits_to_float32, float32_to_bfloat16_bits, from_t
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "LayerServeError", "RetryPolicy", "NormalizeResult", "RopeResult",
+    "Client", "keep_freed_buffers", "LayerServeError", "RetryPolicy",
+    "NormalizeResult", "RopeResult",
     "BlockForwardResult", "ModelInfo", "RopeConfig", "to_tensor", "from_tensor",
     "float32_to_bfloat16_bits", "bfloat16_bits_to_float32", "round_to_bfloat16",
     "channel_target", "rope_scaling", "pb", "pb_grpc", "Session",

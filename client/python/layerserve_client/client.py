@@ -162,10 +162,11 @@ class Client:
         gRPC's pick_first otherwise.
     max_message_bytes: largest request and response (default 256 MiB, as the server).
     options: extra gRPC channel arguments [(name, value)].
-    keep_freed_buffers: let glibc's malloc reuse freed large buffers for the whole
-        process (allocator.py; once per process, on glibc only): calls with MiB-sized
-        tensors then stop faulting fresh pages in at every call. False leaves the
-        process's malloc settings alone.
+    keep_freed_buffers: opt in to allocator.keep_freed_buffers(): glibc's malloc
+        then reuses freed buffers of up to 32 MiB in the whole process (once per
+        process, on glibc only), so calls with MiB-sized tensors stop faulting fresh
+        pages in at every call. Off by default: it changes the malloc settings of
+        the whole process, which a library does only when asked.
     sleep, rng: the wait between retries and its jitter source (tests inject them).
     """
 
@@ -178,7 +179,7 @@ class Client:
                  load_balancing: Optional[str] = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  options: Sequence = (),
-                 keep_freed_buffers: bool = True,
+                 keep_freed_buffers: bool = False,
                  sleep: Callable[[float], None] = time.sleep,
                  rng: Optional[random.Random] = None):
         address = channel_target(target)
