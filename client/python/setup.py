@@ -2,8 +2,9 @@
 
 When layerserve_client/_generated/ holds no stubs, build_py runs protoc on
 ../../proto/layerserve/v1/layerserve.proto (or $LAYERSERVE_PROTO_DIR) into the
-build directory, so `pip install client/python` needs only protoc and
-grpc_python_plugin (Debian: protobuf-compiler, protobuf-compiler-grpc).
+build directory (and on google/rpc's status and error details, when found), so
+`pip wheel client/python` (docs/clients/python.md, "Install") needs only protoc
+and grpc_python_plugin (Debian: protobuf-compiler, protobuf-compiler-grpc).
 
 pip builds in the source tree, where setuptools would leave build/ and
 layerserve_client.egg-info/ behind: both go to a temporary directory instead,
