@@ -2,13 +2,19 @@
 
 When layerserve_client/_generated/ holds no stubs, build_py runs protoc on
 ../../proto/layerserve/v1/layerserve.proto (or $LAYERSERVE_PROTO_DIR) into the
-build directory, so `pip install client/python` needs only protoc and
-grpc_python_plugin (Debian: protobuf-compiler, protobuf-compiler-grpc) and never
-writes into the source tree.
+build directory (and on google/rpc's status and error details, when found), so
+`pip wheel client/python` (docs/clients/python.md, "Install") needs only protoc
+and grpc_python_plugin (Debian: protobuf-compiler, protobuf-compiler-grpc).
+
+pip builds in the source tree, where setuptools would leave build/ and
+layerserve_client.egg-info/ behind: both go to a temporary directory instead,
+removed when the build ends, so building never writes into the source tree.
 """
+import atexit
 import os
 import shutil
 import subprocess
+import tempfile
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
@@ -46,4 +52,10 @@ class BuildPyWithStubs(build_py):
                 "google/rpc/status.proto", "google/rpc/error_details.proto"])
 
 
-setup(cmdclass={"build_py": BuildPyWithStubs})
+# Each PEP 517 hook runs this file in its own process: each gets its own scratch.
+SCRATCH = tempfile.mkdtemp(prefix="layerserve-client-build-")
+atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
+
+setup(cmdclass={"build_py": BuildPyWithStubs},
+      options={"build": {"build_base": os.path.join(SCRATCH, "build")},
+               "egg_info": {"egg_base": SCRATCH}})

@@ -39,8 +39,8 @@ def main() -> int:
     errors = {"RMSNorm": np.max(np.abs(y - want_rms)),
               "residual + LayerNorm": np.max(np.abs(fused.output - want_ln)),
               "residual sum": np.max(np.abs(fused.residual - s))}
-    for name, error in errors.items():
-        print(f"{name} of {list(x.shape)}: max |server - numpy| = {error:.2e}")
+    for name, diff in errors.items():
+        print(f"{name} of {list(x.shape)}: max |server - numpy| = {diff:.2e}")
     return 0 if max(errors.values()) < 1e-4 else 1
 
 

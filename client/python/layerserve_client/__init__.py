@@ -7,6 +7,8 @@
 See docs/clients/python.md.
 """
 from ._stubs import pb, pb_grpc
+from ._version import __version__
+from .allocator import keep_freed_buffers
 from .client import Client, channel_target, rope_scaling
 from .errors import LayerServeError
 from .pipeline import Pipeline, PipelineForwardResult, PipelineSession, PipelineStepResult
@@ -16,10 +18,9 @@ from .session import SESSION_HEADER, Session, SessionForwardResult, StepResult
 from .tensors import (bfloat16_bits_to_float32, float32_to_bfloat16_bits, from_tensor,
                       round_to_bfloat16, to_tensor)
 
-__version__ = "0.1.0"
-
 __all__ = [
-    "Client", "LayerServeError", "RetryPolicy", "NormalizeResult", "RopeResult",
+    "__version__", "Client", "keep_freed_buffers", "LayerServeError", "RetryPolicy",
+    "NormalizeResult", "RopeResult",
     "BlockForwardResult", "ModelInfo", "RopeConfig", "to_tensor", "from_tensor",
     "float32_to_bfloat16_bits", "bfloat16_bits_to_float32", "round_to_bfloat16",
     "channel_target", "rope_scaling", "pb", "pb_grpc", "Session",

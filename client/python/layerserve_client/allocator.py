@@ -1,18 +1,22 @@
-"""Keeps the process's freed tensor buffers for reuse instead of handing them back to
-the system after every call (glibc only; Client calls this unless told not to).
+"""An opt-in for processes that send MiB-sized tensors: keep the process's freed
+buffers for reuse instead of handing them back to the system after every call
+(glibc only). Nothing calls it unless asked: layerserve_client.keep_freed_buffers()
+or Client(..., keep_freed_buffers=True). It changes malloc for the whole process,
+which a library must not do behind its user's back.
 
 Why: a call with a [128, 4096] float32 tensor moves 2 MiB each way, through several
 buffers of that size (gRPC's message, the protobuf bytes, the numpy array). glibc
 serves each from fresh pages and trims them off again when freed, so every call
-faults them all in anew; on a virtual machine, where a page fault is expensive,
-that took 15-23 ms of a 2 MiB round trip to a bare echo server against 5-6 ms with
-the settings below (docs/perf/2026-12-02-large-messages.md). The cost is memory:
-the process keeps up to TRIM_THRESHOLD of freed memory at the top of its heaps.
+faults them all in anew, which is slow where a page fault is expensive (a virtual
+machine). The effect measured: docs/clients/python.md, "Large tensors". The cost is
+memory: the process keeps up to TRIM_THRESHOLD of freed memory at the top of its
+heaps, and the settings cannot be undone.
 """
 import ctypes
 import ctypes.util
 import platform
 import threading
+from typing import Optional
 
 # mallopt(3) parameters.
 _M_TRIM_THRESHOLD = -1
@@ -26,7 +30,7 @@ MMAP_THRESHOLD = 32 << 20
 TRIM_THRESHOLD = 256 << 20
 
 _lock = threading.Lock()
-_done = None
+_done: Optional[bool] = None  # None: not asked yet.
 
 
 def keep_freed_buffers() -> bool:

@@ -9,9 +9,12 @@ credentials on plaintext channels, and the server accepts a token over plaintext
 The token is a secret: it is kept in a BearerToken whose repr hides it, and no
 error raised here quotes it or the token file's content, only the file's path.
 """
-from typing import Optional
+import os
+from typing import Optional, Tuple, Union
 
 import grpc
+
+PathLike = Union[str, "os.PathLike[str]"]
 
 AUTHORIZATION = "authorization"
 
@@ -22,7 +25,7 @@ def _valid(token: str) -> bool:
     return bool(token) and all("\x21" <= c <= "\x7e" for c in token)
 
 
-def read_file(path, argument: str) -> bytes:
+def read_file(path: PathLike, argument: str) -> bytes:
     """The bytes of file `path`. Errors name the argument and the path, never the
     content: an OSError of the same kind if it cannot be read, ValueError if it
     holds nothing but whitespace."""
@@ -50,7 +53,7 @@ class BearerToken:
         self._metadata = ((AUTHORIZATION, f"Bearer {token}"),)
 
     @classmethod
-    def from_file(cls, path) -> "BearerToken":
+    def from_file(cls, path: PathLike) -> "BearerToken":
         """The token in file `path` (read now, once), surrounding whitespace such
         as a trailing newline stripped."""
         data = read_file(path, "token_file")
@@ -63,7 +66,8 @@ class BearerToken:
         return cls(text, f"token_file {str(path)!r}")
 
     @classmethod
-    def from_arguments(cls, token: Optional[str], token_file) -> Optional["BearerToken"]:
+    def from_arguments(cls, token: Optional[str],
+                       token_file: Optional[PathLike]) -> Optional["BearerToken"]:
         """The Client's token= / token_file= (at most one), or None for neither."""
         if token is not None and token_file is not None:
             raise ValueError("give token or token_file, not both")
@@ -74,7 +78,7 @@ class BearerToken:
         return None
 
     @property
-    def metadata(self):
+    def metadata(self) -> Tuple[Tuple[str, str]]:
         """The ((key, value),) pair a call sends."""
         return self._metadata
 
@@ -82,8 +86,10 @@ class BearerToken:
         return "BearerToken(<hidden>)"
 
 
-def channel_credentials(credentials: Optional[grpc.ChannelCredentials], tls_ca=None,
-                        tls_cert=None, tls_key=None) -> Optional[grpc.ChannelCredentials]:
+def channel_credentials(credentials: Optional[grpc.ChannelCredentials],
+                        tls_ca: Optional[PathLike] = None, tls_cert: Optional[PathLike] = None,
+                        tls_key: Optional[PathLike] = None
+                        ) -> Optional[grpc.ChannelCredentials]:
     """The channel's TLS credentials: `credentials` as given, or ones made from PEM
     files (tls_ca: the CA to trust, default the system's; tls_cert + tls_key: the
     client certificate for a server with --tls-client-ca). None: plaintext."""

@@ -10,24 +10,31 @@ import json
 import ipaddress
 import random
 import time
-from typing import Callable, List, Optional, Sequence, Union
+from typing import (Any, Callable, Dict, List, Literal, Mapping, Optional, Sequence, Tuple,
+                    Union, overload)
 
 import grpc
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import allocator, health
-from .auth import BearerToken, channel_credentials
+from .auth import BearerToken, PathLike, channel_credentials
 from ._stubs import pb, pb_grpc
 from .errors import LayerServeError
 from .results import BlockForwardResult, ModelInfo, NormalizeResult, RopeResult
 from .retry import RetryPolicy, call_with_retries
-from .session import SESSION_HEADER, Session, SessionForwardResult, StepResult
+from .session import _UNSET, SESSION_HEADER, Session, SessionForwardResult, StepResult
 from .tensors import DType, from_tensor, to_tensor, wire_dtype
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 # The server's default --max-message-bytes; gRPC's own default (4 MiB) is too small
 # for block activations.
 DEFAULT_MAX_MESSAGE_BYTES = 256 << 20
+
+# An enum argument: the proto name (any case), a short form, or the number.
+EnumValue = Union[str, int]
+# A Hugging Face rope_scaling dict, ModelInfo.rope.scaling, or a pb.RopeScaling.
+Scaling = Union[Mapping[str, Any], "pb.RopeScaling", None]
 
 # Short names for enum values, besides the proto names (any case).
 _NORM_ALIASES = {"RMS": "RMS_NORM", "RMSNORM": "RMS_NORM", "LAYER": "LAYER_NORM",
@@ -39,15 +46,14 @@ _SCALING_ALIASES = {"DEFAULT": "NONE", "DYNAMIC": "DYNAMIC_NTK"}
 _SCALING_FIELDS = ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
                    "attention_factor", "low_freq_factor", "high_freq_factor")
 
-from .session import _UNSET  # A timeout not given: the Client's.
-
 
 def _invalid(message: str) -> LayerServeError:
     """A request refused before sending, reported as the server would report it."""
     return LayerServeError(grpc.StatusCode.INVALID_ARGUMENT, message, attempts=0)
 
 
-def _enum(enum, value, field: str, aliases=None) -> int:
+def _enum(enum: Any, value: EnumValue, field: str,
+          aliases: Optional[Dict[str, str]] = None) -> int:
     """The number of an enum value given as a number or a name (any case)."""
     if isinstance(value, str):
         name = value.upper()
@@ -59,7 +65,7 @@ def _enum(enum, value, field: str, aliases=None) -> int:
     raise _invalid(f"{field}: unknown value {value!r}; one of {', '.join(enum.keys())}")
 
 
-def _tensor(array, dtype: DType, field: str) -> "pb.Tensor":
+def _tensor(array: ArrayLike, dtype: DType, field: str) -> "pb.Tensor":
     try:
         return to_tensor(array, dtype, field)
     except ValueError as error:
@@ -73,7 +79,7 @@ def _array(tensor: "pb.Tensor", field: str) -> np.ndarray:
         raise LayerServeError(grpc.StatusCode.INTERNAL, f"response {error}") from None
 
 
-def _int_list(values) -> List[int]:
+def _int_list(values: Optional[ArrayLike]) -> List[int]:
     """Integers of any shape flattened row-major: positions [T] or [B, T] become
     the proto's positions[b * T + t]. None is empty."""
     if values is None:
@@ -91,7 +97,7 @@ def _dtype_number(dtype: DType, field: str) -> int:
         raise _invalid(f"{field}: {error}") from None
 
 
-def rope_scaling(scaling) -> Optional["pb.RopeScaling"]:
+def rope_scaling(scaling: Scaling) -> Optional["pb.RopeScaling"]:
     """A pb.RopeScaling from None, a pb.RopeScaling, or a dict: a Hugging Face
     config.json `rope_scaling` ("type" or "rope_type": linear, dynamic, yarn, llama3,
     default) or ModelInfo.rope.scaling. Unknown keys are refused, not ignored."""
@@ -162,23 +168,25 @@ class Client:
         gRPC's pick_first otherwise.
     max_message_bytes: largest request and response (default 256 MiB, as the server).
     options: extra gRPC channel arguments [(name, value)].
-    keep_freed_buffers: let glibc's malloc reuse freed large buffers for the whole
-        process (allocator.py; once per process, on glibc only): calls with MiB-sized
-        tensors then stop faulting fresh pages in at every call. False leaves the
-        process's malloc settings alone.
+    keep_freed_buffers: opt in to allocator.keep_freed_buffers(): glibc's malloc
+        then reuses freed buffers of up to 32 MiB in the whole process (once per
+        process, on glibc only), so calls with MiB-sized tensors stop faulting fresh
+        pages in at every call. Off by default: it changes the malloc settings of
+        the whole process, which a library does only when asked.
     sleep, rng: the wait between retries and its jitter source (tests inject them).
     """
 
     def __init__(self, target: Union[str, Sequence[str]] = DEFAULT_TARGET, *,
                  credentials: Optional[grpc.ChannelCredentials] = None,
-                 token: Optional[str] = None, token_file=None,
-                 tls_ca=None, tls_cert=None, tls_key=None,
+                 token: Optional[str] = None, token_file: Optional[PathLike] = None,
+                 tls_ca: Optional[PathLike] = None, tls_cert: Optional[PathLike] = None,
+                 tls_key: Optional[PathLike] = None,
                  timeout: Optional[float] = 30.0,
                  retry: RetryPolicy = RetryPolicy(),
                  load_balancing: Optional[str] = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 options: Sequence = (),
-                 keep_freed_buffers: bool = True,
+                 options: Sequence[Tuple[str, Any]] = (),
+                 keep_freed_buffers: bool = False,
                  sleep: Callable[[float], None] = time.sleep,
                  rng: Optional[random.Random] = None):
         address = channel_target(target)
@@ -189,7 +197,7 @@ class Client:
             allocator.keep_freed_buffers()
         if load_balancing is None and not isinstance(target, str) and len(target) > 1:
             load_balancing = "round_robin"
-        channel_options = [
+        channel_options: List[Tuple[str, Any]] = [
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.max_receive_message_length", max_message_bytes),
             # After a failed connection gRPC waits 1 s (growing to 120 s) before it
@@ -227,33 +235,50 @@ class Client:
     def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     # ---- one place where calls are made
 
-    def _call(self, method: Callable, request, timeout, *, session_id: str = "",
-              retry: Optional[RetryPolicy] = None, authorize: bool = True):
+    def _call(self, method: Callable[..., Any], request: Any, timeout: Optional[float], *,
+              session_id: str = "", retry: Optional[RetryPolicy] = None,
+              authorize: bool = True) -> Any:
         """method(request) under the retry policy and deadline; with a session_id
         the call carries it in the x-layerserve-session header, and unless
         authorize is False the Client's bearer token (if any)."""
         timeout = self.timeout if timeout is _UNSET else timeout
-        metadata = ()
+        metadata: Tuple[Tuple[str, str], ...] = ()
         if authorize and self._token is not None:
             metadata += self._token.metadata
         if session_id:
             metadata += ((SESSION_HEADER, session_id),)
-        metadata = metadata or None
         return call_with_retries(
-            lambda remaining: method(request, timeout=remaining, metadata=metadata),
+            lambda remaining: method(request, timeout=remaining, metadata=metadata or None),
             retry or self.retry, timeout, self._sleep, self._rng)
 
     # ---- Normalize
 
-    def normalize(self, x, kind="rms", *, weight=None, bias=None,
+    # Without a residual: the normalized array; with one, NormalizeResult.
+    @overload
+    def normalize(self, x: ArrayLike, kind: EnumValue = ..., *,
+                  weight: Optional[ArrayLike] = ..., bias: Optional[ArrayLike] = ...,
+                  epsilon: Optional[float] = ..., weight_offset: bool = ...,
+                  residual: None = ..., dtype: DType = ..., output_dtype: DType = ...,
+                  timeout: Optional[float] = ...) -> np.ndarray: ...
+
+    @overload
+    def normalize(self, x: ArrayLike, kind: EnumValue = ..., *,
+                  weight: Optional[ArrayLike] = ..., bias: Optional[ArrayLike] = ...,
+                  epsilon: Optional[float] = ..., weight_offset: bool = ...,
+                  residual: ArrayLike, dtype: DType = ..., output_dtype: DType = ...,
+                  timeout: Optional[float] = ...) -> NormalizeResult: ...
+
+    def normalize(self, x: ArrayLike, kind: EnumValue = "rms", *,
+                  weight: Optional[ArrayLike] = None, bias: Optional[ArrayLike] = None,
                   epsilon: Optional[float] = None, weight_offset: bool = False,
-                  residual=None, dtype: DType = None, output_dtype: DType = None,
-                  timeout=_UNSET):
+                  residual: Optional[ArrayLike] = None, dtype: DType = None,
+                  output_dtype: DType = None, timeout: Optional[float] = _UNSET
+                  ) -> Union[np.ndarray, NormalizeResult]:
         """LayerNorm ("layer") or RMSNorm ("rms") of x [..., D] over its last dim.
 
         weight, bias: [D] (bias only with "layer"); epsilon: default 1e-5 layer,
@@ -284,8 +309,10 @@ class Client:
 
     # ---- Activate
 
-    def activate(self, x, activation, *, gate=None, dtype: DType = None,
-                 output_dtype: DType = None, timeout=_UNSET) -> np.ndarray:
+    def activate(self, x: ArrayLike, activation: EnumValue, *,
+                 gate: Optional[ArrayLike] = None, dtype: DType = None,
+                 output_dtype: DType = None,
+                 timeout: Optional[float] = _UNSET) -> np.ndarray:
         """An activation by name (relu, gelu, gelu_tanh, silu, sigmoid, tanh,
         quick_gelu) of x, any shape; or a gated one (swiglu, geglu, geglu_tanh,
         reglu) = act(gate) * up with x = up [..., F] and `gate` [..., F], or without
@@ -300,13 +327,16 @@ class Client:
 
     # ---- PositionalEncode
 
-    def _positional(self, request, timeout) -> "pb.PositionalEncodeResponse":
+    def _positional(self, request: "pb.PositionalEncodeRequest",
+                    timeout: Optional[float]) -> "pb.PositionalEncodeResponse":
         return self._call(self._stub.PositionalEncode, request, timeout)
 
-    def sinusoidal(self, x=None, *, num_positions: int = 0, dim: int = 0,
-                   base: Optional[float] = None, layout="interleaved",
-                   position_offset: int = 0, positions=None, dtype: DType = None,
-                   output_dtype: DType = None, timeout=_UNSET) -> np.ndarray:
+    def sinusoidal(self, x: Optional[ArrayLike] = None, *, num_positions: int = 0,
+                   dim: int = 0, base: Optional[float] = None,
+                   layout: EnumValue = "interleaved", position_offset: int = 0,
+                   positions: Optional[ArrayLike] = None, dtype: DType = None,
+                   output_dtype: DType = None,
+                   timeout: Optional[float] = _UNSET) -> np.ndarray:
         """Vaswani et al.'s encoding: x [B, T, D] or [T, D] plus the table, or (x
         None) the table [num_positions, dim]. layout: interleaved (sin, cos pairs,
         the paper) or concatenated (all sin then all cos, fairseq/HF)."""
@@ -323,9 +353,10 @@ class Client:
             sinusoidal=method, output_dtype=_dtype_number(output_dtype, "output_dtype"))
         return _array(self._positional(request, timeout).output, "output")
 
-    def learned(self, x, table, *, position_offset: int = 0, positions=None,
-                dtype: DType = None, output_dtype: DType = None,
-                timeout=_UNSET) -> np.ndarray:
+    def learned(self, x: ArrayLike, table: ArrayLike, *, position_offset: int = 0,
+                positions: Optional[ArrayLike] = None, dtype: DType = None,
+                output_dtype: DType = None,
+                timeout: Optional[float] = _UNSET) -> np.ndarray:
         """x [B, T, D] or [T, D] plus table[position] (table [max_len, D]); a
         position past the table is OUT_OF_RANGE."""
         method = pb.Learned(input=_tensor(x, dtype, "learned.input"),
@@ -335,10 +366,27 @@ class Client:
             learned=method, output_dtype=_dtype_number(output_dtype, "output_dtype"))
         return _array(self._positional(request, timeout).output, "output")
 
-    def rope(self, query, key=None, *, positions=None, position_offset: int = 0,
-             theta: Optional[float] = None, rotary_dim: int = 0, style="half",
-             layout="bhtd", scaling=None, dtype: DType = None,
-             output_dtype: DType = None, timeout=_UNSET):
+    # Without a key: the rotated query; with one, RopeResult.
+    @overload
+    def rope(self, query: ArrayLike, key: None = ..., *,
+             positions: Optional[ArrayLike] = ..., position_offset: int = ...,
+             theta: Optional[float] = ..., rotary_dim: int = ..., style: EnumValue = ...,
+             layout: EnumValue = ..., scaling: Scaling = ..., dtype: DType = ...,
+             output_dtype: DType = ..., timeout: Optional[float] = ...) -> np.ndarray: ...
+
+    @overload
+    def rope(self, query: ArrayLike, key: ArrayLike, *,
+             positions: Optional[ArrayLike] = ..., position_offset: int = ...,
+             theta: Optional[float] = ..., rotary_dim: int = ..., style: EnumValue = ...,
+             layout: EnumValue = ..., scaling: Scaling = ..., dtype: DType = ...,
+             output_dtype: DType = ..., timeout: Optional[float] = ...) -> RopeResult: ...
+
+    def rope(self, query: ArrayLike, key: Optional[ArrayLike] = None, *,
+             positions: Optional[ArrayLike] = None, position_offset: int = 0,
+             theta: Optional[float] = None, rotary_dim: int = 0, style: EnumValue = "half",
+             layout: EnumValue = "bhtd", scaling: Scaling = None, dtype: DType = None,
+             output_dtype: DType = None,
+             timeout: Optional[float] = _UNSET) -> Union[np.ndarray, RopeResult]:
         """Rotary embedding of query [B, Hq, T, Dh] (layout "bhtd") or [B, T, Hq, Dh]
         ("bthd") and optionally key (Hkv heads). style: half (rotate_half: Llama,
         NeoX) or interleaved (GPT-J); rotary_dim: leading dims that rotate (0 = all);
@@ -364,10 +412,10 @@ class Client:
             return rotated
         return RopeResult(rotated, _array(response.key, "key"))
 
-    def alibi(self, scores=None, *, num_heads: int = 0, query_length: int = 0,
-              key_length: int = 0, query_offset: int = 0, symmetric: bool = False,
-              dtype: DType = None, output_dtype: DType = None,
-              timeout=_UNSET) -> np.ndarray:
+    def alibi(self, scores: Optional[ArrayLike] = None, *, num_heads: int = 0,
+              query_length: int = 0, key_length: int = 0, query_offset: int = 0,
+              symmetric: bool = False, dtype: DType = None, output_dtype: DType = None,
+              timeout: Optional[float] = _UNSET) -> np.ndarray:
         """ALiBi: scores [B, H, Tq, Tk] or [H, Tq, Tk] plus the bias, or (scores
         None) the bias [num_heads, query_length, key_length] itself. Causal form
         slope * (j - (query_offset + i)) unless symmetric (-slope * |...|)."""
@@ -380,10 +428,10 @@ class Client:
             alibi=method, output_dtype=_dtype_number(output_dtype, "output_dtype"))
         return _array(self._positional(request, timeout).output, "output")
 
-    def t5_bias(self, table, query_length: int, key_length: int, *,
+    def t5_bias(self, table: ArrayLike, query_length: int, key_length: int, *,
                 bidirectional: bool = False, num_buckets: int = 0, max_distance: int = 0,
                 query_offset: int = 0, dtype: DType = None, output_dtype: DType = None,
-                timeout=_UNSET) -> np.ndarray:
+                timeout: Optional[float] = _UNSET) -> np.ndarray:
         """T5's bucketed relative position bias [H, Tq, Tk] from the checkpoint's
         relative_attention_bias table [num_buckets, H]. bidirectional for an
         encoder; max_distance default 128 (0 = default)."""
@@ -397,11 +445,33 @@ class Client:
 
     # ---- BlockForward
 
-    def block_forward(self, hidden_states, *, model: str = "", layer_start: int = 0,
-                      num_layers: int = 1, positions=None, position_offset: int = 0,
-                      sequence_lengths=None, causal: Optional[bool] = None,
-                      attention_stats: bool = False, dtype: DType = None,
-                      output_dtype: DType = None, timeout=_UNSET):
+    # Without attention_stats: the hidden states; with, BlockForwardResult.
+    @overload
+    def block_forward(self, hidden_states: ArrayLike, *, model: str = ...,
+                      layer_start: int = ..., num_layers: int = ...,
+                      positions: Optional[ArrayLike] = ..., position_offset: int = ...,
+                      sequence_lengths: Optional[ArrayLike] = ...,
+                      causal: Optional[bool] = ..., attention_stats: Literal[False] = ...,
+                      dtype: DType = ..., output_dtype: DType = ...,
+                      timeout: Optional[float] = ...) -> np.ndarray: ...
+
+    @overload
+    def block_forward(self, hidden_states: ArrayLike, *, model: str = ...,
+                      layer_start: int = ..., num_layers: int = ...,
+                      positions: Optional[ArrayLike] = ..., position_offset: int = ...,
+                      sequence_lengths: Optional[ArrayLike] = ...,
+                      causal: Optional[bool] = ..., attention_stats: Literal[True],
+                      dtype: DType = ..., output_dtype: DType = ...,
+                      timeout: Optional[float] = ...) -> BlockForwardResult: ...
+
+    def block_forward(self, hidden_states: ArrayLike, *, model: str = "",
+                      layer_start: int = 0, num_layers: int = 1,
+                      positions: Optional[ArrayLike] = None, position_offset: int = 0,
+                      sequence_lengths: Optional[ArrayLike] = None,
+                      causal: Optional[bool] = None, attention_stats: bool = False,
+                      dtype: DType = None, output_dtype: DType = None,
+                      timeout: Optional[float] = _UNSET
+                      ) -> Union[np.ndarray, BlockForwardResult]:
         """Runs blocks layer_start .. layer_start + num_layers - 1 of `model` (""
         = the server's default) on hidden_states [B, T, D] or [T, D]. positions
         ([T] or [B, T]) or position_offset place the tokens; sequence_lengths (B
@@ -429,7 +499,7 @@ class Client:
     # ---- sessions (KV cache for incremental decoding; see session.py)
 
     def open_session(self, *, model: str = "", layer_start: int = 0, num_layers: int = 1,
-                     max_length: int = 0, timeout=_UNSET) -> Session:
+                     max_length: int = 0, timeout: Optional[float] = _UNSET) -> Session:
         """Opens a KV-cache session for blocks layer_start .. layer_start +
         num_layers - 1 of `model` ("" = the default), holding at most max_length
         tokens (0 = the model's maximum). Returns a Session (a context manager
@@ -441,15 +511,17 @@ class Client:
         return Session(self, response.session_id, response.ttl_ms, model, layer_start,
                        num_layers, max_length)
 
-    def close_session(self, session_id: str, *, timeout=_UNSET) -> None:
+    def close_session(self, session_id: str, *,
+                      timeout: Optional[float] = _UNSET) -> None:
         """Closes a session by id. NOT_FOUND if unknown, closed, expired or
         evicted."""
         self._call(self._stub.CloseSession, pb.CloseSessionRequest(session_id=session_id),
                    timeout, session_id=session_id)
 
-    def _session_forward(self, session_id: str, hidden_states, *, positions,
-                         position_offset: int, dtype: DType, output_dtype: DType,
-                         timeout) -> SessionForwardResult:
+    def _session_forward(self, session_id: str, hidden_states: ArrayLike, *,
+                         positions: Optional[ArrayLike], position_offset: int,
+                         dtype: DType, output_dtype: DType,
+                         timeout: Optional[float]) -> SessionForwardResult:
         request = pb.BlockForwardRequest(
             session_id=session_id,
             hidden_states=_tensor(hidden_states, dtype, "hidden_states"),
@@ -461,9 +533,9 @@ class Client:
         return SessionForwardResult(_array(response.hidden_states, "hidden_states"),
                                     int(response.session_length))
 
-    def step(self, sessions: Sequence[Union[Session, str]], hidden_states,
+    def step(self, sessions: Sequence[Union[Session, str]], hidden_states: ArrayLike,
              sequence_lengths: Optional[Sequence[int]] = None, *, dtype: DType = None,
-             output_dtype: DType = None, timeout=_UNSET) -> StepResult:
+             output_dtype: DType = None, timeout: Optional[float] = _UNSET) -> StepResult:
         """Many sessions in one BlockForward call (session_ids): row b of
         hidden_states [B, T, D] continues sessions[b] (a Session or its id), exactly
         as session b's own forward of that row would, bit for bit. [T, D] is one
@@ -509,17 +581,17 @@ class Client:
 
     # ---- models and health
 
-    def list_models(self, *, timeout=_UNSET) -> List[ModelInfo]:
+    def list_models(self, *, timeout: Optional[float] = _UNSET) -> List[ModelInfo]:
         """Every model the server has, READY or FAILED (with its error)."""
         response = self._call(self._stub.ListModels, pb.ListModelsRequest(), timeout)
         return [ModelInfo.from_proto(m) for m in response.models]
 
-    def get_model(self, name: str = "", *, timeout=_UNSET) -> ModelInfo:
+    def get_model(self, name: str = "", *, timeout: Optional[float] = _UNSET) -> ModelInfo:
         """One model ("" = the default); NOT_FOUND if the server has no such model."""
         return ModelInfo.from_proto(
             self._call(self._stub.GetModel, pb.GetModelRequest(name=name), timeout))
 
-    def health(self, service: str = "", *, timeout=_UNSET) -> str:
+    def health(self, service: str = "", *, timeout: Optional[float] = _UNSET) -> str:
         """grpc.health.v1 status of `service` ("" = the server, or
         "layerserve.v1.LayerService"): SERVING, NOT_SERVING (draining), or
         SERVICE_UNKNOWN for a service the server does not know."""

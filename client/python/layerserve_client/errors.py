@@ -49,10 +49,11 @@ class LayerServeError(Exception):
                    field_violations=field_violations, retry_delay=retry_delay)
 
 
-def _standard_details(error: grpc.RpcError):
+def _standard_details(error: grpc.RpcError) -> Tuple[List[Tuple[str, str]], Optional[float]]:
     """(field_violations, retry_delay) of the google.rpc.Status in the error's
     trailer; ([], None) without one."""
-    violations, delay = [], None
+    violations: List[Tuple[str, str]] = []
+    delay: Optional[float] = None
     trailer = getattr(error, "trailing_metadata", None)
     if status_pb2 is None or trailer is None:
         return violations, delay

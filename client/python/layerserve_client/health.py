@@ -5,12 +5,14 @@ module names would clash with other users of it in the same process. The two sma
 messages are declared here in a private descriptor pool (same wire format as
 grpc/health/v1/health.proto) so nothing else in the process can collide with them.
 """
+from typing import Any, Tuple
+
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 CHECK_METHOD = "/grpc.health.v1.Health/Check"
 
 
-def _messages():
+def _messages() -> Tuple[Any, Any]:
     f = descriptor_pb2.FileDescriptorProto(
         name="grpc/health/v1/health.proto", package="grpc.health.v1", syntax="proto3")
     request = f.message_type.add(name="HealthCheckRequest")
@@ -35,7 +37,7 @@ def _messages():
 HealthCheckRequest, HealthCheckResponse = _messages()
 
 
-def status_name(response) -> str:
+def status_name(response: Any) -> str:
     """SERVING, NOT_SERVING, UNKNOWN or SERVICE_UNKNOWN."""
     enum = HealthCheckResponse.DESCRIPTOR.enum_types_by_name["ServingStatus"]
     return enum.values_by_number[response.status].name

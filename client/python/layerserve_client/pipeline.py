@@ -42,13 +42,16 @@ failed call, so the step is then sent again.
 import dataclasses
 import re
 import time
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import grpc
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .client import Client
 from .errors import LayerServeError
+from .session import Session
+from .tensors import DType
 
 # A stage's replica is lost: try another one (sessions: re-prefill there).
 _LOST = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND)
@@ -90,7 +93,8 @@ class _Stage:
     """Blocks layer_start .. layer_start + num_layers - 1 and the replicas serving
     them, one Client each; `current` is the replica in use."""
 
-    def __init__(self, targets, layer_start: int, num_layers: int, client_options):
+    def __init__(self, targets: Union[str, Sequence[str]], layer_start: int, num_layers: int,
+                 client_options: Dict[str, Any]):
         targets = [targets] if isinstance(targets, str) else list(targets)
         if not targets:
             raise _invalid(f"stages: layers {layer_start}.. have no target")
@@ -119,7 +123,8 @@ class Pipeline:
     address or a list of replicas of that stage. model: "" = each server's
     default. Other keyword arguments go to every replica's Client."""
 
-    def __init__(self, stages: Sequence[StageSpec], model: str = "", **client_options):
+    def __init__(self, stages: Sequence[StageSpec], model: str = "",
+                 **client_options: Any):
         stages = list(stages)
         if not stages:
             raise _invalid("stages: empty; give (targets, layer_start, num_layers) each")
@@ -145,12 +150,12 @@ class Pipeline:
 
     @classmethod
     def from_servers(cls, targets: Sequence[str], model: str = "",
-                     **client_options) -> "Pipeline":
+                     **client_options: Any) -> "Pipeline":
         """A pipeline over `targets` ordered by the span each one serves (GetModel):
         servers with the same span become replicas of one stage. Fails with
         INVALID_ARGUMENT naming the servers when the spans leave a gap, overlap or
         do not cover the model's layers."""
-        spans = {}  # (start, count) -> targets
+        spans: Dict[Tuple[int, int], List[str]] = {}  # (start, count) -> targets
         total = None
         for target in targets:
             with Client(target, **client_options) as client:
@@ -186,12 +191,12 @@ class Pipeline:
         return [([c.target for c in s.clients], s.layer_start, s.num_layers)
                 for s in self._stages]
 
-    def forward(self, hidden_states, **kwargs) -> np.ndarray:
+    def forward(self, hidden_states: ArrayLike, **kwargs: Any) -> np.ndarray:
         """hidden_states through every stage in order; the last stage's output.
         Keyword arguments (positions, position_offset, sequence_lengths, causal,
         dtype, output_dtype, timeout) are Client.block_forward's, the same for
         every stage. A stage whose replica is UNAVAILABLE goes to its next one."""
-        x = hidden_states
+        x: Any = hidden_states  # Each stage's output: an np.ndarray.
         self.last_stage_seconds = []
         for stage in self._stages:
             started = time.perf_counter()
@@ -209,9 +214,10 @@ class Pipeline:
             self.last_stage_seconds.append(time.perf_counter() - started)
         return x
 
-    def step(self, sessions: Sequence["PipelineSession"], hidden_states,
-             sequence_lengths: Optional[Sequence[int]] = None, *, dtype=None,
-             output_dtype=None, timeout: Optional[float] = None) -> PipelineStepResult:
+    def step(self, sessions: Sequence["PipelineSession"], hidden_states: ArrayLike,
+             sequence_lengths: Optional[Sequence[int]] = None, *, dtype: DType = None,
+             output_dtype: DType = None,
+             timeout: Optional[float] = None) -> PipelineStepResult:
         """Many sessions through every stage, one call per stage (Client.step):
         row b of hidden_states [B, T, D] ([T, D]: one session) is appended to
         sessions[b], a PipelineSession of this pipeline. sequence_lengths (B
@@ -247,7 +253,7 @@ class Pipeline:
                 if not 1 <= n <= x.shape[1]:
                     raise _invalid(f"sequence_lengths[{b}]: {n} must be in [1, "
                                    f"{x.shape[1]}]")
-        options = {"dtype": dtype, "output_dtype": output_dtype}
+        options: Dict[str, Any] = {"dtype": dtype, "output_dtype": output_dtype}
         if timeout is not None:
             options["timeout"] = timeout
         seconds, targets = [], []
@@ -262,7 +268,8 @@ class Pipeline:
         return PipelineStepResult(x.reshape(shape), new_lengths, seconds, targets)
 
     def _step_stage(self, index: int, sessions: List["PipelineSession"], x: np.ndarray,
-                    lengths: List[int], options):
+                    lengths: List[int], options: Dict[str, Any]
+                    ) -> Tuple[np.ndarray, List[str], List[int]]:
         """Stage `index` of Pipeline.step: one Client.step per replica holding the
         rows' sessions (normally one), recovering lost sessions; records each row's
         real tokens for a later re-prefill. Returns the output [B, T, D], each
@@ -321,7 +328,7 @@ class Pipeline:
     def __enter__(self) -> "Pipeline":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
 
@@ -351,12 +358,13 @@ class PipelineSession:
         """The server session id of each stage, as of now."""
         return [session.id for session in self._sessions]
 
-    def _open(self, stage: _Stage):
+    def _open(self, stage: _Stage) -> Session:
         return stage.client.open_session(
             model=self._pipeline.model, layer_start=stage.layer_start,
             num_layers=stage.num_layers, max_length=self.max_length)
 
-    def _recover(self, index: int, error: LayerServeError, options) -> None:
+    def _recover(self, index: int, error: LayerServeError,
+                 options: Dict[str, Any]) -> None:
         """Stage `index` lost its session: open one on another replica (trying each
         once) and re-send the stage's cached inputs as one prefill, with the step's
         call options (the same wire dtype)."""
@@ -383,12 +391,13 @@ class PipelineSession:
         raise LayerServeError(error.code, f"{stage.describe()}: every replica failed; "
                               f"last: {error.details}", error.attempts)
 
-    def forward(self, hidden_states, *, dtype=None, output_dtype=None,
-                timeout=None) -> PipelineForwardResult:
+    def forward(self, hidden_states: ArrayLike, *, dtype: DType = None,
+                output_dtype: DType = None,
+                timeout: Optional[float] = None) -> PipelineForwardResult:
         """Appends hidden_states [T, D] (or [1, T, D]) to every stage's session in
         turn. timeout: seconds per stage call (None: the Clients')."""
         x = np.asarray(hidden_states, dtype=np.float32)
-        options = {"dtype": dtype, "output_dtype": output_dtype}
+        options: Dict[str, Any] = {"dtype": dtype, "output_dtype": output_dtype}
         if timeout is not None:
             options["timeout"] = timeout
         seconds, targets = [], []
@@ -420,7 +429,7 @@ class PipelineSession:
     def __enter__(self) -> "PipelineSession":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         try:
             self.close()
         except LayerServeError:

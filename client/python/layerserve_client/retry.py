@@ -29,7 +29,7 @@ class RetryPolicy:
     max_backoff: float = 2.0         # Seconds: no wait is longer.
     multiplier: float = 2.0          # Growth of the cap per retry.
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
         if not (0 <= self.initial_backoff <= self.max_backoff) or self.multiplier < 1:

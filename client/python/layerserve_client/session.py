@@ -30,18 +30,24 @@ that session alone would get, its message naming the row ("session_ids[1]: ...")
 no session advances. Like forward, a step is never retried.
 """
 import dataclasses
-from typing import List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import grpc
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .errors import LayerServeError
+from .tensors import DType
+
+if TYPE_CHECKING:  # Only for the hints: client.py imports this module.
+    from .client import Client
 
 # The metadata header that carries a session call's session id.
 SESSION_HEADER = "x-layerserve-session"
 
-# A timeout not given: the Client's (None means no deadline).
-_UNSET = object()
+# A timeout not given: the Client's (None means no deadline). Typed Any so that it
+# can stand as the default of an Optional[float] argument.
+_UNSET: Any = object()
 
 
 @dataclasses.dataclass
@@ -64,7 +70,7 @@ class StepResult:
 class Session:
     """Made by Client.open_session; see the module docstring."""
 
-    def __init__(self, client, session_id: str, ttl_ms: int, model: str,
+    def __init__(self, client: "Client", session_id: str, ttl_ms: int, model: str,
                  layer_start: int, num_layers: int, max_length: int):
         self._client = client
         self.id = session_id
@@ -76,8 +82,9 @@ class Session:
         self.length = 0               # Tokens cached, as of the last forward.
         self.closed = False
 
-    def forward(self, hidden_states, *, positions=None, position_offset: int = 0,
-                dtype=None, output_dtype=None, timeout=_UNSET) -> SessionForwardResult:
+    def forward(self, hidden_states: ArrayLike, *, positions: Optional[ArrayLike] = None,
+                position_offset: int = 0, dtype: DType = None, output_dtype: DType = None,
+                timeout: Optional[float] = _UNSET) -> SessionForwardResult:
         """Appends hidden_states [T, D] (or [1, T, D]) to the session and runs the
         session's blocks on them, attending over the cache and the new tokens.
         positions / position_offset override where the tokens sit (default: right
@@ -89,7 +96,7 @@ class Session:
         self.length = result.length
         return result
 
-    def close(self, *, timeout=_UNSET) -> None:
+    def close(self, *, timeout: Optional[float] = _UNSET) -> None:
         """Frees the session's cache on the server. NOT_FOUND if it is already gone
         (expired, evicted, closed)."""
         self._client.close_session(self.id, timeout=timeout)
@@ -98,7 +105,7 @@ class Session:
     def __enter__(self) -> "Session":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if self.closed:
             return
         try:

@@ -9,6 +9,7 @@ Pure functions; safe from any thread.
 from typing import Optional, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._stubs import pb
 
@@ -21,6 +22,8 @@ _DTYPES = {
 }
 _ITEM_SIZE = {pb.FLOAT32: 4, pb.BFLOAT16: 2, pb.FLOAT16: 2}
 
+# A wire dtype: a name ("float32", "bfloat16", "float16"...), a pb.DataType value,
+# or None for the default.
 DType = Union[str, int, None]
 
 
@@ -40,7 +43,7 @@ def wire_dtype(dtype: DType, array: Optional[np.ndarray] = None) -> int:
     raise ValueError(f"unknown dtype {dtype!r}: use float32, bfloat16 or float16")
 
 
-def float32_to_bfloat16_bits(values) -> np.ndarray:
+def float32_to_bfloat16_bits(values: ArrayLike) -> np.ndarray:
     """bfloat16 bit patterns (uint16, same shape) of float32 `values`: round to
     nearest even; overflow becomes +-Inf; NaN keeps its sign and top payload bits
     with the quiet bit forced, so it can never turn into Inf."""
@@ -56,7 +59,7 @@ def float32_to_bfloat16_bits(values) -> np.ndarray:
     return np.where(nan, quiet_nan, rounded).astype(np.uint16).reshape(values.shape)
 
 
-def bfloat16_bits_to_float32(bits) -> np.ndarray:
+def bfloat16_bits_to_float32(bits: ArrayLike) -> np.ndarray:
     """float32 values (exact) of bfloat16 bit patterns given as uint16."""
     bits = np.asarray(bits)
     if bits.dtype != np.uint16:
@@ -64,13 +67,13 @@ def bfloat16_bits_to_float32(bits) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
-def round_to_bfloat16(values) -> np.ndarray:
+def round_to_bfloat16(values: ArrayLike) -> np.ndarray:
     """float32 `values` rounded to the nearest bfloat16 (what the server sees when
     they travel as BFLOAT16)."""
     return bfloat16_bits_to_float32(float32_to_bfloat16_bits(values))
 
 
-def to_tensor(array, dtype: DType = None, name: str = "tensor") -> "pb.Tensor":
+def to_tensor(array: ArrayLike, dtype: DType = None, name: str = "tensor") -> "pb.Tensor":
     """A pb.Tensor of `array` (anything np.asarray takes: real numbers, rank >= 1,
     every dimension >= 1) in wire dtype `dtype` (see wire_dtype). Raises ValueError
     naming `name` when the array cannot be a tensor."""

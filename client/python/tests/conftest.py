@@ -20,6 +20,15 @@ GOLDEN_DIR = os.path.join(SOURCE_DIR, "tests", "golden")
 MODELS = os.path.join(GOLDEN_DIR, "models")
 
 
+def documented_commands(marker):
+    """The shell lines of docs/clients/python.md's block marked `<!-- tested:
+    marker -->`, backslash continuations joined."""
+    with open(os.path.join(SOURCE_DIR, "docs", "clients", "python.md")) as f:
+        text = f.read()
+    block = text.split(f"<!-- tested: {marker} -->", 1)[1].split("```sh\n", 1)[1]
+    block = block.split("```", 1)[0].replace("\\\n", " ")
+    return [" ".join(line.split()) for line in block.splitlines() if line.strip()]
+
 
 def stop_cleanly(process):
     """Stops a server that must still be running, and must then exit 0."""

@@ -1,15 +1,12 @@
-"""The package as a user gets it: the examples against a real server, stubs made
-with the documented protoc command inside a copy of the source tree, and a wheel
-(built offline; setup.py generates the stubs into it) installed into an empty
-directory and used from a clean interpreter."""
+"""The package from the source tree: the examples against a real server, and stubs
+made with the documented protoc command inside a copy of the source tree, used
+from a clean interpreter. The wheel installed into a venv: test_wheel.py."""
 import os
 import shutil
 import subprocess
 import sys
-import zipfile
 
-
-from conftest import SOURCE_DIR
+from conftest import SOURCE_DIR, documented_commands
 from layerserve_client._stubs import PROTOC_HINT
 
 PACKAGE_DIR = os.path.join(SOURCE_DIR, "client", "python")
@@ -82,18 +79,8 @@ def clean_env(pythonpath):
     return env
 
 
-def documented_commands():
-    """The shell lines of docs/clients/python.md's block marked `tested:
-    generate-stubs`, backslash continuations joined."""
-    with open(os.path.join(SOURCE_DIR, "docs", "clients", "python.md")) as f:
-        text = f.read()
-    block = text.split("<!-- tested: generate-stubs -->", 1)[1].split("```sh\n", 1)[1]
-    block = block.split("```", 1)[0].replace("\\\n", " ")
-    return [" ".join(line.split()) for line in block.splitlines() if line.strip()]
-
-
 def test_documented_protoc_command(server, tmp_path):
-    commands = documented_commands()
+    commands = documented_commands("generate-stubs")
     # The import error's hint gives the same commands.
     hint = [" ".join(line.split()) for line in PROTOC_HINT.splitlines()]
     assert all(command in hint for command in commands), (commands, hint)
@@ -112,26 +99,4 @@ def test_documented_protoc_command(server, tmp_path):
     result = subprocess.run([sys.executable, "-s", "-c", USER_SCRIPT, server.target, copy],
                             capture_output=True, text=True, env=clean_env(copy),
                             cwd=tmp_path, timeout=60)
-    assert result.returncode == 0 and result.stdout == "ok\n", result.stderr
-
-
-def test_wheel_carries_its_stubs(server, tmp_path):
-    copy = copy_sources(str(tmp_path / "src"))
-    dist, site = tmp_path / "dist", tmp_path / "site"
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-cache-dir"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                    "-w", str(dist), copy], check=True, capture_output=True, timeout=120)
-    (wheel,) = dist.iterdir()
-    assert wheel.name == "layerserve_client-0.1.0-py3-none-any.whl"
-    names = zipfile.ZipFile(wheel).namelist()
-    for name in ("layerserve_client/client.py",
-                 "layerserve_client/_generated/layerserve/v1/layerserve_pb2.py",
-                 "layerserve_client/_generated/layerserve/v1/layerserve_pb2_grpc.py"):
-        assert name in names, names
-    assert not any(n.startswith(("tests/", "examples/")) for n in names), names
-    subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", str(site),
-                    str(wheel)], check=True, capture_output=True, timeout=120)
-    result = subprocess.run([sys.executable, "-s", "-c", USER_SCRIPT, server.target,
-                             str(site)], capture_output=True, text=True,
-                            env=clean_env(str(site)), cwd=tmp_path, timeout=60)
     assert result.returncode == 0 and result.stdout == "ok\n", result.stderr
