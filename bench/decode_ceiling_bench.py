@@ -77,7 +77,7 @@ def multi_session_steps(process, rows, steps, warmup):
     (end-to-end tokens/s, median call ms, server compute ms per call)."""
     from layerserve_client import Client
     rng = np.random.default_rng(rows)
-    with Client(process.target, timeout=300) as client:
+    with Client(process.target, timeout=300, keep_freed_buffers=True) as client:
         sessions = [client.open_session(model=l8.MODEL) for _ in range(rows)]
         try:
             for s in sessions:

@@ -64,7 +64,7 @@ def one_server(build, model, args):
     proc, target = start_server(build, *model.args, *args)
     try:
         ratios = {}
-        with Client(target, timeout=120) as client:
+        with Client(target, timeout=120, keep_freed_buffers=True) as client:
             client.list_models()
             for t in TOKENS:
                 x = np.random.default_rng(t).standard_normal((t, model.hidden),

@@ -273,7 +273,7 @@ def start_server(server, repository, extra):
     except RuntimeError as error:  # It names the cause and holds the server's output.
         sys.exit(f"llama8b_bench: {error}")
     try:
-        with Client(process.target, timeout=60) as client:
+        with Client(process.target, timeout=60, keep_freed_buffers=True) as client:
             info = {m.name: m for m in client.list_models()}
         if MODEL not in info or "FAILED" in process.output():
             raise RuntimeError(f"model {MODEL} did not load")
@@ -311,7 +311,7 @@ def server_block_ms(process, t, settings):
     made after the timed ones."""
     from layerserve_client import Client
     x = np.random.default_rng(t).standard_normal((t, HIDDEN), dtype=np.float32)
-    with Client(process.target, timeout=300) as client:
+    with Client(process.target, timeout=300, keep_freed_buffers=True) as client:
         s = median_seconds(lambda: client.block_forward(x, model=MODEL, dtype=WIRE),
                            settings.block_samples, settings.sample_seconds, warmups=2)
         counters = ServerCounters(process)
@@ -327,7 +327,7 @@ def server_agreement(target, layer):
     from layerserve_client import Client, round_to_bfloat16
     x = round_to_bfloat16(np.random.default_rng(16).standard_normal((16, HIDDEN),
                                                                     dtype=np.float32))
-    with Client(target, timeout=300) as client:
+    with Client(target, timeout=300, keep_freed_buffers=True) as client:
         ours = client.block_forward(x, model=MODEL, dtype=WIRE)
     with torch.no_grad():
         theirs = torch_llama.forward(torch.from_numpy(x)[None].to(torch.bfloat16),
@@ -360,7 +360,7 @@ def server_decode(process, sessions, settings, prefill_stream=False):
     def session_thread(i):
         rng = np.random.default_rng(i)
         try:
-            with Client(target, timeout=300) as client, \
+            with Client(target, timeout=300, keep_freed_buffers=True) as client, \
                     client.open_session(model=MODEL) as session:
                 session.forward(rng.standard_normal((PREFILL, HIDDEN), dtype=np.float32),
                                 dtype=WIRE)
@@ -386,7 +386,7 @@ def server_decode(process, sessions, settings, prefill_stream=False):
         x = np.random.default_rng(99).standard_normal((STREAM_PREFILL, HIDDEN),
                                                       dtype=np.float32)
         try:
-            with Client(target, timeout=300) as client:
+            with Client(target, timeout=300, keep_freed_buffers=True) as client:
                 while not stop.is_set():
                     with client.open_session(model=MODEL) as session:
                         session.forward(x, dtype=WIRE)

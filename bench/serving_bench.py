@@ -15,8 +15,8 @@ batching in 2026-11-30-batching-gain.md, methods in 2026-11-30-numeric-health-co
             Activate (GELU) at 1 MiB and 8-16 MiB per tensor, concurrency 1: the
             server's mean time in the kernel and outside it, per request.
   python    The Python client's round trip to layerserve-echo (Normalize, float32)
-            at 2, 4 and 8 MiB each way, with Client(keep_freed_buffers=True), the
-            default, and False, each in its own interpreter (the malloc settings
+            at 2, 4 and 8 MiB each way, with Client(keep_freed_buffers=True)
+            and False (the default), each in its own interpreter (the malloc settings
             are per process), alternating three times: medians of 30 calls.
 
 Usage: /usr/bin/python3 bench/serving_bench.py BUILD_DIR
