@@ -15,7 +15,7 @@ func buildExample(t *testing.T) string {
 	t.Helper()
 	binary := filepath.Join(t.TempDir(), "layerserve-example")
 	// The go that built this test, with its GOPATH environment; the cache makes it quick.
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", binary, "layerserve/client/go/cmd/layerserve-example")
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", binary, "github.com/layerserve/layerserve/client/go/cmd/layerserve-example")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -21,8 +21,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"layerserve/client/go/layerserve"
-	pb "layerserve/gen/layerserve/v1"
+	pb "github.com/layerserve/layerserve/client/go/gen/layerserve/v1"
+	"github.com/layerserve/layerserve/client/go/layerserve"
 )
 
 func main() {
