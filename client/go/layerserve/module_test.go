@@ -2,7 +2,7 @@ package layerserve
 
 // A user's module (CTest go_client_module): a fresh module in a temporary directory,
 // outside the tree, that requires this one at its version with a `replace` to the
-// checkout (docs/clients/go.md, "From a checkout"), builds the docs' first call and
+// checkout (docs/clients/go.md, "Install"), builds the docs' first call and
 // the example command in module mode offline, and runs both against the server of
 // TestMain. Offline, its dependencies come from Debian's sources through
 // debian-vendor.sh, where a user with a proxy gets them from `go get`.
@@ -19,43 +19,22 @@ import (
 	"testing"
 )
 
-// firstCall is the docs' first call (docs/clients/go.md), with the address an argument.
-const firstCall = `package main
-
-import (
-	"context"
-	"fmt"
-	"log"
-	"os"
-
-	pb "github.com/layerserve/layerserve/client/go/gen/layerserve/v1"
-	"github.com/layerserve/layerserve/client/go/layerserve"
-)
-
-func main() {
-	client, err := layerserve.Dial(os.Args[1])
+// firstCall is the Go block of docs/clients/go.md's "The first call", so the docs
+// show what this test builds.
+func firstCall(t *testing.T) string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join(sourceDir, "docs", "clients", "go.md"))
 	if err != nil {
-		log.Fatal(err)
+		t.Fatal(err)
 	}
-	defer client.Close()
-	ctx := context.Background()
-	models, err := client.ListModels(ctx)
-	if err != nil {
-		log.Fatal(err)
+	_, section, found := strings.Cut(string(doc), "\n## The first call\n")
+	_, code, inBlock := strings.Cut(section, "\n```go\n")
+	code, _, ended := strings.Cut(code, "\n```\n")
+	if !found || !inBlock || !ended || !strings.HasPrefix(code, "package main\n") {
+		t.Fatal(`docs/clients/go.md has no "## The first call" with a ` + "```go" + ` block of package main`)
 	}
-	fmt.Println(len(models), "models, the first:", models[0].Name)
-	resp, err := client.Normalize(ctx, &pb.NormalizeRequest{Kind: pb.NormKind_RMS_NORM,
-		Input: layerserve.MustTensor([]float32{1, 2, 3, 4}, []int64{1, 4}, pb.DataType_FLOAT32)})
-	if err != nil {
-		log.Fatal(err)
-	}
-	y, err := layerserve.Values(resp.Output)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Printf("RMSNorm: %.4f\n", y)
+	return code + "\n"
 }
-`
 
 func TestUserModule(t *testing.T) {
 	if os.Getenv("LAYERSERVE_GO_MODULE_TEST") == "" {
@@ -95,7 +74,7 @@ func TestUserModule(t *testing.T) {
 		goMod += fmt.Sprintf("\t%s %s // indirect\n", r.Path, r.Version)
 	}
 	write("go.mod", goMod+")\n\nreplace github.com/layerserve/layerserve/client/go => "+checkout+"\n")
-	write("main.go", firstCall)
+	write("main.go", firstCall(t))
 	run(filepath.Join(checkout, "debian-vendor.sh"), dir)
 	// -trimpath: without it the compiled packages would be keyed in Go's build cache
 	// by this temporary directory, and every run would compile grpc-go again.
