@@ -20,7 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	pb "layerserve/gen/layerserve/v1"
+	pb "github.com/layerserve/layerserve/client/go/gen/layerserve/v1"
 )
 
 const (
@@ -46,7 +46,9 @@ type Client struct {
 // and WithTLSFiles (TLS, with a client certificate for mutual TLS), see security.go;
 // grpc's own options go in the same list (later options win). A bad security option
 // (an unreadable file, two tokens) is Dial's error. Calls that fail with UNAVAILABLE
-// are retried (retry.go): WithRetryPolicy changes how, or turns it off.
+// are retried (retry.go): WithRetryPolicy changes how, or turns it off. Session
+// calls carry the session's id in the x-layerserve-session header
+// (session_header.go).
 func Dial(target string, opts ...grpc.DialOption) (*Client, error) {
 	if err := checkSecurityOptions(opts); err != nil {
 		return nil, err
@@ -59,6 +61,8 @@ func Dial(target string, opts ...grpc.DialOption) (*Client, error) {
 		grpc.WithTransportCredentials(plaintext{}), // Not WithInsecure: see plaintext.go.
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(DefaultMaxMessageBytes),
 			grpc.MaxCallSendMsgSize(DefaultMaxMessageBytes)),
+		grpc.WithUserAgent("layerserve-go/" + Version),
+		grpc.WithChainUnaryInterceptor(sessionHeaderInterceptor), // session_header.go
 	}, retry...)
 	conn, err := grpc.Dial(target, append(defaults, opts...)...)
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	pb "layerserve/gen/layerserve/v1"
+	pb "github.com/layerserve/layerserve/client/go/gen/layerserve/v1"
 )
 
 const (

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	pb "layerserve/gen/layerserve/v1"
+	pb "github.com/layerserve/layerserve/client/go/gen/layerserve/v1"
 )
 
 // freePort is a loopback port the OS just handed out, with nothing listening on it.

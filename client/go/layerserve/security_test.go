@@ -22,7 +22,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	pb "layerserve/gen/layerserve/v1"
+	pb "github.com/layerserve/layerserve/client/go/gen/layerserve/v1"
 )
 
 const (
@@ -164,14 +164,14 @@ func TestTokenServer(t *testing.T) {
 		}
 	})
 
-	t.Run("the example takes -token-file and hides a wrong token", func(t *testing.T) {
+	t.Run("the example takes --token-file and hides a wrong token", func(t *testing.T) {
 		binary := buildExample(t)
-		out, err := exec.Command(binary, "-target", addr, "-token-file", filepath.Join(dir, "right")).CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "health: SERVING") {
+		out, err := exec.Command(binary, "--address", addr, "--steps", "2", "--token-file", filepath.Join(dir, "right")).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "ok: ") {
 			t.Errorf("example with the right token: %v\n%s", err, out)
 		}
-		out, err = exec.Command(binary, "-target", addr, "-token-file", filepath.Join(dir, "wrong")).CombinedOutput()
-		if err == nil || !strings.Contains(string(out), "error: Unauthenticated: invalid bearer token") {
+		out, err = exec.Command(binary, "--address", addr, "--steps", "2", "--token-file", filepath.Join(dir, "wrong")).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), ": Unauthenticated: invalid bearer token") {
 			t.Errorf("example with a wrong token: %v\n%s", err, out)
 		}
 		assertNoToken(t, "the example's output", string(out))
@@ -204,10 +204,10 @@ func TestMutualTLSServer(t *testing.T) {
 		}
 	})
 
-	t.Run("the example takes -tls-ca, -tls-cert and -tls-key", func(t *testing.T) {
-		out, _ := exec.Command(buildExample(t), "-target", addr, "-tls-ca", file("ca.crt"),
-			"-tls-cert", file("client.crt"), "-tls-key", file("client.key")).CombinedOutput()
-		if !strings.Contains(string(out), "health: SERVING") {
+	t.Run("the example takes --tls-ca, --tls-cert and --tls-key", func(t *testing.T) {
+		out, _ := exec.Command(buildExample(t), "--address", addr, "--steps", "2", "--tls-ca", file("ca.crt"),
+			"--tls-cert", file("client.crt"), "--tls-key", file("client.key")).CombinedOutput()
+		if !strings.Contains(string(out), "ok: ") {
 			t.Errorf("example over mutual TLS:\n%s", out)
 		}
 	})
@@ -251,8 +251,8 @@ func TestSecurityOptionErrors(t *testing.T) {
 		assertNoToken(t, "the error", errorText(err))
 	}
 
-	out, err := exec.Command(buildExample(t), "-target", "127.0.0.1:1", "-token-file", file("nope")).CombinedOutput()
-	if err == nil || !regexp.MustCompile(`error: layerserve: WithTokenFile \S+/nope: cannot read it`).Match(out) {
+	out, err := exec.Command(buildExample(t), "--address", "127.0.0.1:1", "--token-file", file("nope")).CombinedOutput()
+	if err == nil || !regexp.MustCompile(`error: 127.0.0.1:1: layerserve: WithTokenFile \S+/nope: cannot read it`).Match(out) {
 		t.Errorf("example with an unreadable token file: %v\n%s", err, out)
 	}
 }

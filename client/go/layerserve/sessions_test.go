@@ -15,7 +15,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	pb "layerserve/gen/layerserve/v1"
+	pb "github.com/layerserve/layerserve/client/go/gen/layerserve/v1"
 )
 
 const sessionModel = "tiny-llama"

@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"math"
 
-	pb "layerserve/gen/layerserve/v1"
+	pb "github.com/layerserve/layerserve/client/go/gen/layerserve/v1"
 )
 
 // Float32ToBfloat16 returns the bfloat16 bits of f (the upper half of a binary32),

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	pb "layerserve/gen/layerserve/v1"
+	pb "github.com/layerserve/layerserve/client/go/gen/layerserve/v1"
 )
 
 func TestFloat16RoundsToNearestEven(t *testing.T) {
