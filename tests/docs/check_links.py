@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the relative links of the project's Markdown: README.md and docs/**/*.md.
+"""Checks the relative links of the project's Markdown: every .md file of the tree.
 A link to a file or folder must name one that exists, and an anchor (#...) must
 name a heading (GitHub's slug of it) or an explicit id/name in the target file.
 Links with a scheme (https:, mailto:, ...) are not followed. Links inside code
@@ -23,12 +23,16 @@ HTML_ID = re.compile(r"""<[^>]+\b(?:id|name)\s*=\s*["']([^"']+)["']""")
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
+SKIP_DIRS = {".git", "build", "node_modules", "__pycache__", "_deps", "third_party"}
+
+
 def markdown_files(source_dir):
+    """Every Markdown file of the tree (README.md, docs/**, client/**, deploy/**,
+    ...), sorted, without build trees, VCS data and installed packages."""
     files = []
-    if os.path.isfile(os.path.join(source_dir, "README.md")):
-        files.append("README.md")
-    for root, dirs, names in os.walk(os.path.join(source_dir, "docs")):
-        dirs.sort()
+    for root, dirs, names in os.walk(source_dir):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")
+                         and not d.startswith("build-"))
         for name in sorted(names):
             if name.endswith(".md"):
                 files.append(os.path.relpath(os.path.join(root, name), source_dir))
@@ -138,7 +142,7 @@ def main():
         os.path.dirname(os.path.abspath(__file__)), "..", "..")
     files = markdown_files(source_dir)
     if not files:
-        print(f"check_links: no README.md or docs/*.md under {source_dir}")
+        print(f"check_links: no Markdown under {source_dir}")
         return 1
     found = dead_links(source_dir)
     for line in found:

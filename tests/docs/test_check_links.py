@@ -51,3 +51,5 @@ def test_the_real_tree_is_found():
     files = check_links.markdown_files(source_dir)
     assert "README.md" in files
     assert os.path.join("docs", "BENCHMARKS.md") in files
+    assert os.path.join("client", "python", "README.md") in files
+    assert os.path.join("deploy", "kserve", "README.md") in files
