@@ -14,16 +14,28 @@
 //                         the field, e.g. "input.data: shape [3,5] FLOAT32 needs 60
 //                         bytes, got 56". Not retryable without fixing the request.
 //     NOT_FOUND           unknown model or session (a session: prefill again).
+//     FAILED_PRECONDITION the model failed to load (the message says why), or a
+//                         session call to a server that keeps no sessions.
+//     ABORTED             the session is busy with another call (one session's
+//                         calls go one after another); retry once it is answered.
 //     OUT_OF_RANGE        layer index or position past the end of a model or table,
 //                         or layers outside the span this replica serves
 //                         (ModelInfo.span_layer_start, span_num_layers).
-//     RESOURCE_EXHAUSTED  queue full, or the request is over the server's element
-//                         limit (the message names the limit). Retry later / split.
+//     RESOURCE_EXHAUSTED  queue full, the request is over the server's element
+//                         limit (the message names the limit), or the server ran
+//                         out of memory computing it. Retry later / split.
 //     DEADLINE_EXCEEDED   the call's deadline passed; if it passed while queued the
 //                         request was never computed.
+//     CANCELLED           the client cancelled the call.
 //     UNAVAILABLE         the server is draining (shutting down). Retry on another
 //                         replica.
-//     UNIMPLEMENTED       a method or option this server version does not serve yet.
+//     UNAUTHENTICATED     the server has --auth-token-file and the call's
+//                         `authorization: Bearer <token>` metadata is missing or not
+//                         one of its tokens (every call but grpc.health.v1).
+//     INTERNAL            a bug: the server failed or dropped the call; the message
+//                         says what happened.
+//   A method this file has and an older server does not is answered UNIMPLEMENTED
+//   by gRPC itself; the LayerService methods of a server never answer it.
 // - Standard gRPC health checking (grpc.health.v1.Health) and server reflection are on.
 //   Health reports SERVING for "" and for "layerserve.v1.LayerService" while the server
 //   accepts work and NOT_SERVING while it drains.
