@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""How soon a worker is free again when the call it computes is given up (issue 24,
-item 4): a 512-token BlockForward through the demo model's 4 layers (or, with
+"""How soon a worker is free again when the call it computes is given up (a
+call cancelled or past its deadline while it computes): a 512-token BlockForward
+through the demo model's 4 layers (or, with
 --llama8b, through 4 Llama-3-8B-shaped layers of bfloat16 weights, written to a
 temporary directory by bench/llama8b_bench.py), on a server with one compute thread, whose client deadline passes at 40% of the call's time
 (in its second layer); at that moment a second client sends a 1-token call, which

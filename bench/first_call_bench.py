@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""The first calls after start against the same calls once warm (issue 24, item 2):
+"""The first calls after start against the same calls once warm (the cost
+that --warm-up moves before health says SERVING):
 for the demo model (float32 and bfloat16 weights) or, with --llama8b, a one-layer
 Llama-3-8B-shaped model (bfloat16 weights and KV cache, bench/llama8b_bench.py's
 checkpoint, written to a temporary directory), with and without --warm-up.

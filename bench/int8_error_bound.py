@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""What int8 weights can reach against bfloat16's error, without the server (issue 23).
+"""What int8 weights can reach against bfloat16's error, without the server
+(int8 weights are only worth their speed when their error is stated).
 
 A product y = x W^T with W ~ N(0, 0.02^2) (4096 x 1024, Hugging Face's init scale)
 and x ~ N(0, 1), in numpy, against float64: the relative RMS error

@@ -7,7 +7,7 @@ Two ways of calling each activation:
           F.silu(gate) * up, gate, up = x.chunk(2, -1) ... Every call allocates its
           output (and temporaries) afresh; for the 64 MiB tensors glibc maps fresh
           pages each time, and first-touching them is a large part of the time on
-          these machines (DESIGN.md: ~4 ms per MiB).
+          these machines (~4 ms per MiB, docs/perf/2026-11-30-activation-kernels.md).
   out=    the output preallocated and passed with out= (torch.clamp_min for relu,
           torch._C._nn.gelu / silu for those, torch.sigmoid / tanh): the kernel alone,
           the fairest comparison with the C++ benchmark's preallocated buffers.

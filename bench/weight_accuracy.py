@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """How far block outputs with bfloat16 and int8 weights are from float32 weights,
-through the real server (issue 23: accuracy is stated, not hidden).
+through the real server (so that the accuracy of each dtype is stated, not hidden).
 
   1. every golden architecture (tests/golden/models): each case of
      tests/golden/block_golden.json sent as FLOAT32 to one server per weight format,

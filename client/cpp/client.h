@@ -15,8 +15,8 @@
 // Thread safety: a Client is safe for concurrent use by any number of threads
 // without external synchronization. Each Client owns its own connections (one per
 // server address), so large messages from many threads scale better with one Client
-// per thread than with one shared Client (DESIGN.md: one channel carries 0.1-0.5 GB/s
-// of large messages, one per thread ~1-1.5 GB/s).
+// per thread than with one shared Client (one channel carried ~0.5 GB/s of 4 MB
+// messages, one per thread ~0.85 GB/s: docs/perf/2026-11-30-grpc-end-to-end.md).
 #ifndef LAYERSERVE_CLIENT_CPP_CLIENT_H_
 #define LAYERSERVE_CLIENT_CPP_CLIENT_H_
 

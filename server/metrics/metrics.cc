@@ -54,8 +54,8 @@ const char* DtypeLabel(ElementType type) {
   return "float32";
 }
 
-// The codes LayerService's handlers answer with (DESIGN.md, "Errors"; server/rpc/
-// and what the ops' parsers return; INTERNAL for a kernel that threw,
+// The codes LayerService's handlers answer with (the error list of
+// proto/layerserve/v1/layerserve.proto; server/rpc/ and what the ops' parsers return; INTERNAL for a kernel that threw,
 // server/rpc/exception_status.h). Codes that gRPC answers before a handler runs
 // (UNAUTHENTICATED, a message over the size limit) are not counted at all.
 constexpr grpc::StatusCode kAnsweredCodes[] = {

@@ -1,4 +1,5 @@
-// Prometheus metrics of the server (prefix layerserve_, names as in DESIGN.md),
+// Prometheus metrics of the server (prefix layerserve_; the names are an interface:
+// dashboards and alerts in deploy/ use them, tests/deploy checks them),
 // registered once at start-up. Thread-safe: record from any thread.
 //
 // The series whose label sets are known in advance exist at 0 from construction:

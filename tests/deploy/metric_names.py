@@ -1,4 +1,4 @@
-"""The metric names layerserve exports (DESIGN.md, "Metrics"), as Prometheus
+"""The metric names layerserve exported from the start (the first dashboard's), as Prometheus
 stores them, and the names a PromQL expression refers to. Alerts and dashboard
 panels may only use these, so a typo or a renamed metric fails the tests."""
 import re
@@ -14,8 +14,8 @@ DESIGN_METRICS = (
     {f"layerserve_{n}" for n in _COUNTERS + _GAUGES}
     | {f"layerserve_{n}{s}" for n in _HISTOGRAMS for s in ("_bucket", "_sum", "_count")})
 
-# Exported since DESIGN.md was written (docs/OPERATIONS.md): alerts may use them;
-# the dashboard need not show them.
+# Exported later than the first set: alerts may use them; the dashboard need not
+# show them.
 ADDED_METRICS = {"layerserve_model_reloads_total"}
 
 _NAME = re.compile(r"\blayerserve_[a-z_]+\b|\bup(?=\s*\{)")

@@ -196,7 +196,7 @@ def shape_overflows(header, data):
     header["layers.0.mlp.up_proj.weight"]["shape"] = [1 << 40, 1 << 40]
 
 
-# Corrupt in ways that could crash or exhaust a careless loader (issue 7, faults).
+# Corrupt in ways that could crash or exhaust a careless loader (faults).
 BROKEN.update({
     "bad-empty-weights": (empty_weights,
                           [r"bad-empty-weights/model\.safetensors: "

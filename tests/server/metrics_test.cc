@@ -49,8 +49,8 @@ const std::vector<std::string> kMethods = {"Normalize",    "PositionalEncode", "
                                            "OpenSession",  "CloseSession"};
 const std::vector<std::string> kValueCheckedMethods = {"Normalize", "PositionalEncode",
                                                        "Activate", "BlockForward"};
-// The codes the dashboard's and alerts' error ratio select, and those DESIGN.md
-// names: each must have a series per method.
+// The codes the dashboard's and alerts' error ratio select, and those the proto's
+// error list names: each must have a series per method.
 const std::vector<std::string> kCodes = {"OK",
                                          "INVALID_ARGUMENT",
                                          "NOT_FOUND",

@@ -2,8 +2,8 @@
 
 One Client owns one gRPC channel (one HTTP/2 connection per backend) and is safe to
 use from many threads at once, as gRPC channels are. For many large concurrent
-messages prefer one Client per thread (DESIGN.md: one channel collapses to
-0.1-0.5 GB/s). Arrays go in as numpy arrays (anything np.asarray takes) and come
+messages prefer one Client per thread (one channel carried ~0.5 GB/s of 4 MB
+messages, one per thread ~0.85 GB/s: docs/perf/2026-11-30-grpc-end-to-end.md). Arrays go in as numpy arrays (anything np.asarray takes) and come
 back as float32 numpy arrays whatever dtype travelled on the wire.
 """
 import json

@@ -1,4 +1,4 @@
-"""The Client against secured servers (issue 25): a bearer token from token= or
+"""The Client against secured servers: a bearer token from token= or
 token_file= (right: served; wrong or missing: UNAUTHENTICATED with the server's
 message; health needs none and is sent none), mutual TLS from tls_ca/tls_cert/
 tls_key files (a certificate from the CA: served; none or another CA's: refused),
