@@ -6,7 +6,8 @@ read; a finding is printed as FILE:LINE: NAME (why). Four kinds of drift:
 - paths: a repository path in code (a code span or a code block) whose first part
   is a top-level entry of the tree (`client/cpp/client.h`, `deploy/k8s/base`) must
   exist; a `build/...` path must exist in the build directory (the one CTest runs
-  against, after a full build). Paths with placeholders (<...>, {...}, $X, ...)
+  against) or be an output the CMake files declare (an executable in its folder
+  or its RUNTIME_OUTPUT_DIRECTORY, a ${CMAKE_CURRENT_BINARY_DIR}/... path). Paths with placeholders (<...>, {...}, $X, ...)
   are skipped, and globs (*) must match something.
 - flags: a command in code that runs one of our binaries (`layerserve`,
   `layerserve-cli`, `layerserve-bench`, by name or path, or the layerserve image
@@ -143,16 +144,50 @@ def made_paths(text):
     return made
 
 
-def path_exists(token, source_dir, build_dir, bases=(), made=()):
-    """token exists in the tree (or, for build/..., in build_dir), or relative to
-    one of bases (the doc's folder, the client package it describes), or below a
-    folder the doc's commands make."""
+BINARY_DIR_VAR = re.compile(r"\$\{(CMAKE_CURRENT_BINARY_DIR|PROJECT_BINARY_DIR|CMAKE_BINARY_DIR)\}/([\w./+-]+)")
+ADD_EXECUTABLE = re.compile(r"\badd_executable\(\s*([\w.+-]+)")
+OUTPUT_DIRECTORY = re.compile(r"set_target_properties\(([^)]*?)\bPROPERTIES\b[^)]*?"
+                              r"RUNTIME_OUTPUT_DIRECTORY\s+\$\{(?:PROJECT|CMAKE)_BINARY_DIR\}/([\w./-]+)")
+
+
+def build_outputs(source_dir):
+    """Paths (relative to the build directory) the CMake files declare: each
+    executable (in its folder's build folder, or the RUNTIME_OUTPUT_DIRECTORY set
+    for it) and each ${CMAKE_CURRENT_BINARY_DIR}/... or ${PROJECT_BINARY_DIR}/...
+    they name. So a build/ path can be checked without a full build."""
+    executables, moved, outputs = {}, {}, set()
+    for rel in walk(source_dir, lambda n: n == "CMakeLists.txt" or n.endswith(".cmake")):
+        folder = os.path.dirname(rel)
+        with open(os.path.join(source_dir, rel), encoding="utf-8") as f:
+            text = f.read()
+        for name in ADD_EXECUTABLE.findall(text):
+            executables[name] = folder
+        for targets, directory in OUTPUT_DIRECTORY.findall(text):
+            for name in targets.split():
+                moved[name] = directory
+        for var, path in BINARY_DIR_VAR.findall(text):
+            if "${" not in path:
+                outputs.add(os.path.normpath(os.path.join(folder, path) if var ==
+                                             "CMAKE_CURRENT_BINARY_DIR" else path))
+    for name, folder in executables.items():
+        outputs.add(os.path.normpath(os.path.join(moved.get(name, folder), name)))
+    return outputs
+
+
+def path_exists(token, source_dir, build_dir, bases=(), made=(), outputs=()):
+    """token exists in the tree (or, for build/..., in build_dir or among the
+    outputs the CMake files declare), or relative to one of bases (the doc's
+    folder, the client package it describes), or below a folder the doc's commands
+    make."""
     if any(token.strip("/") == m or token.startswith(m + "/") for m in made):
         return True
     if token.startswith("build/"):
         if build_dir is None:
             return True
         roots, token = [build_dir], token[len("build/"):]
+        declared = os.path.normpath(token)
+        if any(o == declared or o.startswith(declared + "/") for o in outputs):
+            return True
     else:
         roots = [source_dir] + [os.path.join(source_dir, b) for b in bases]
     for root in roots:
@@ -324,6 +359,7 @@ def findings(source_dir, build_dir=None, flags=None):
                  and n not in SKIP_DIRS and os.path.isdir(os.path.join(source_dir, n))}
     metrics = registered_metrics(source_dir)
     targets = cmake_targets(source_dir)
+    outputs = build_outputs(source_dir)
     out = []
     for rel in markdown_files(source_dir):
         with open(os.path.join(source_dir, rel), encoding="utf-8") as f:
@@ -333,7 +369,7 @@ def findings(source_dir, build_dir=None, flags=None):
             where = f"{rel}:{number}"
             if kind != "row":
                 for token in path_candidates(code, top_level, source_dir):
-                    if not path_exists(token, source_dir, build_dir, bases, made):
+                    if not path_exists(token, source_dir, build_dir, bases, made, outputs):
                         place = "the build directory" if token.startswith("build/") else "the tree"
                         out.append(f"{where}: {token} (no such path in {place})")
             if flags is None:

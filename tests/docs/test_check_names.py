@@ -50,6 +50,20 @@ def test_build_paths_are_checked_against_the_build_directory(tmp_path):
         "docs/ops.md:1: build/client/layerserve-cli (no such path in the build directory)"]
 
 
+def test_build_paths_the_cmake_files_declare_pass_unbuilt(tmp_path):
+    src = tree(tmp_path / "src", "`build/bench/layerserve_block_bench`, `build/bin/tool`,\n"
+                                 "`build/client/tool`, `build/client/go/module`, `build/bench/gone`\n",
+               {"client/CMakeLists.txt": "add_executable(tool t.cc)\nset_target_properties(\n"
+                                         "  tool PROPERTIES RUNTIME_OUTPUT_DIRECTORY "
+                                         "${PROJECT_BINARY_DIR}/bin)\n"
+                                         "set(M ${CMAKE_CURRENT_BINARY_DIR}/go/module)\n"})
+    build = tmp_path / "build"
+    build.mkdir()
+    assert check_names.findings(src, str(build), flags=FLAGS) == [
+        "docs/ops.md:2: build/client/tool (no such path in the build directory)",
+        "docs/ops.md:2: build/bench/gone (no such path in the build directory)"]
+
+
 def test_paths_that_are_not_the_trees_pass(tmp_path):
     src = tree(tmp_path, "Placeholders `client/<lang>/x`, `deploy/.../y`, a tag "
                          "`client/go/v0.1.0`, a glob `client/cpp/*.h`, a URL "
