@@ -4,11 +4,15 @@ Every Markdown file of the tree (README.md, docs/**, client/**, deploy/**, ...) 
 read; a finding is printed as FILE:LINE: NAME (why). Four kinds of drift:
 
 - paths: a repository path in code (a code span or a code block) whose first part
-  is a top-level entry of the tree (`client/cpp/client.h`, `deploy/k8s/base`) must
-  exist; a `build/...` path must exist in the build directory (the one CTest runs
-  against) or be an output the CMake files declare (an executable in its folder
-  or its RUNTIME_OUTPUT_DIRECTORY, a ${CMAKE_CURRENT_BINARY_DIR}/... path). Paths with placeholders (<...>, {...}, $X, ...)
-  are skipped, and globs (*) must match something.
+  is a top-level folder of the tree (`client/cpp/client.h`, `deploy/k8s/base`)
+  must exist, in the tree, relative to the doc, or (docs/clients/X.md) in
+  client/X; with more than two parts, only when its first two name a folder (so a
+  path inside an installed package is not taken for the tree's). A `build/...`
+  path must exist in the build directory (the one CTest runs against) or be an
+  output the CMake files declare (an executable in its folder or its
+  RUNTIME_OUTPUT_DIRECTORY, a ${CMAKE_CURRENT_BINARY_DIR}/... path). Paths with
+  placeholders (<...>, {...}, $X, ...), git tags (client/go/v0.1.0) and folders the
+  doc's own commands make (mkdir -p) are skipped; globs (*) must match something.
 - flags: a command in code that runs one of our binaries (`layerserve`,
   `layerserve-cli`, `layerserve-bench`, by name or path, or the layerserve image
   after `docker run` / `podman run`) may only pass flags that binary's --help
@@ -18,17 +22,18 @@ read; a finding is printed as FILE:LINE: NAME (why). Four kinds of drift:
 - metrics: a name `layerserve_...` that looks like a metric (followed by { or [,
   ending in a Prometheus suffix such as _total, _seconds, _bytes, or sharing its
   first or last word with a registered metric; CMake targets such as
-  layerserve_block_bench are not metrics) must be registered in server/ (BuildCounter() ...
-  .Name("layerserve_...")); histograms add _bucket, _sum and _count. A name ending
-  in _ or followed by * is a prefix and must start some metric.
-- citations: the docs and the code comments may not cite a design document or
-  numbered issues of a tracker that is not in the repository: they say the fact.
+  layerserve_block_bench are not metrics) must be registered in server/
+  (BuildCounter() ... .Name("layerserve_...")); histograms add _bucket, _sum and
+  _count. A name ending in _ or followed by * is a prefix and must start some
+  metric.
+- citations: no Markdown file and no source file (code, scripts, CMake, YAML...;
+  not client/go/gen, which follows the proto) may cite a design document or
+  numbered issues of a tracker that are not in the repository: they say the fact.
 
 Usage: tests/docs/check_names.py [--build-dir DIR] [SOURCE_DIR]
 Exits 1 listing every finding; 0 when there is none.
 """
 import argparse
-import fnmatch
 import glob
 import os
 import re
@@ -54,7 +59,8 @@ SOURCE_NAMES = ("Dockerfile", "CMakeLists.txt")
 METRIC = re.compile(r"(?<![\w$.\-/])layerserve_[a-z0-9_]+")
 METRIC_SUFFIXES = ("_total", "_seconds", "_bytes", "_bucket", "_sum", "_count", "_info",
                    "_ratio", "_nats")
-REGISTERED = re.compile(r"Build(Counter|Gauge|Histogram|Summary)\(\)\s*\.Name\(\"(layerserve_\w+)\"\)")
+REGISTERED = re.compile(r"Build(Counter|Gauge|Histogram|Summary)\(\)\s*"
+                        r"\.Name\(\"(layerserve_\w+)\"\)")
 CMAKE_TARGET = re.compile(r"\b(?:add_executable|add_library|add_custom_target)\(\s*(\w+)"
                           r"|\badd_test\(\s*NAME\s+(\w+)")
 
@@ -144,10 +150,12 @@ def made_paths(text):
     return made
 
 
-BINARY_DIR_VAR = re.compile(r"\$\{(CMAKE_CURRENT_BINARY_DIR|PROJECT_BINARY_DIR|CMAKE_BINARY_DIR)\}/([\w./+-]+)")
+BINARY_DIR_VAR = re.compile(r"\$\{(CMAKE_CURRENT_BINARY_DIR|PROJECT_BINARY_DIR|CMAKE_BINARY_DIR)\}"
+                            r"/([\w./+-]+)")
 ADD_EXECUTABLE = re.compile(r"\badd_executable\(\s*([\w.+-]+)")
 OUTPUT_DIRECTORY = re.compile(r"set_target_properties\(([^)]*?)\bPROPERTIES\b[^)]*?"
-                              r"RUNTIME_OUTPUT_DIRECTORY\s+\$\{(?:PROJECT|CMAKE)_BINARY_DIR\}/([\w./-]+)")
+                              r"RUNTIME_OUTPUT_DIRECTORY\s+"
+                              r"\$\{(?:PROJECT|CMAKE)_BINARY_DIR\}/([\w./-]+)")
 
 
 def build_outputs(source_dir):
@@ -237,7 +245,8 @@ def aliases_of(text):
     """{'$VAR': binary} for each shell variable a doc sets to one of our binaries
     (cli=build/bin/layerserve-cli), so that `$cli health` is checked too."""
     found = {}
-    for m in re.finditer(r"(?m)^\s*(?:export\s+)?(\w+)=\S*?\b(layerserve(?:-cli|-bench)?)\s*$", text):
+    assignment = r"(?m)^\s*(?:export\s+)?(\w+)=\S*?\b(layerserve(?:-cli|-bench)?)\s*$"
+    for m in re.finditer(assignment, text):
         found["$" + m.group(1)] = found["${%s}" % m.group(1)] = m.group(2)
     return found
 
