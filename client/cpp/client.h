@@ -41,7 +41,7 @@ namespace layerserve::client {
 
 // The metadata header in which session calls carry their session id, so that a
 // load balancer can send every call of a session to the replica that opened it
-// (deploy/nginx/nginx.conf; docs/OPERATIONS.md "Sessions and load balancing"). This
+// (deploy/nginx/nginx.conf; docs/operations/sessions.md). This
 // Client balances a multi-address target round robin with no affinity: session
 // calls need one address (a replica, or a balancer that hashes this header).
 inline constexpr char kSessionHeader[] = "x-layerserve-session";

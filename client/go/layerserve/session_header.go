@@ -2,7 +2,7 @@ package layerserve
 
 // The session header: every call that touches a session carries the session's id in
 // the x-layerserve-session metadata, so a load balancer routing on it (nginx in
-// deploy/nginx, docs/OPERATIONS.md "Sessions and load balancing") keeps a session's
+// deploy/nginx, docs/operations/sessions.md) keeps a session's
 // calls on the replica that opened it, as the Python and C++ clients do.
 //
 // An interceptor of the connection rather than code in each wrapper, so calls on

@@ -14,7 +14,7 @@ replica (open a new one and prefill again); OUT_OF_RANGE past max_length.
 
 Every call of a session carries its id in the x-layerserve-session header, so a load
 balancer routing on it keeps the session's calls on the replica that opened it
-(docs/OPERATIONS.md, "Sessions and load balancing"). Forward calls are never retried: one whose answer was lost
+(docs/operations/sessions.md). Forward calls are never retried: one whose answer was lost
 may have appended its tokens already, and a retry would append them twice.
 
 Many sessions in one call (Client.step): row b of hidden_states [B, T, D] continues
