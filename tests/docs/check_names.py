@@ -10,7 +10,8 @@ read; a finding is printed as FILE:LINE: NAME (why). Four kinds of drift:
   path inside an installed package is not taken for the tree's). A `build/...`
   path must exist in the build directory (the one CTest runs against) or be an
   output the CMake files declare (an executable in its folder or its
-  RUNTIME_OUTPUT_DIRECTORY, a ${CMAKE_CURRENT_BINARY_DIR}/... path). Paths with
+  RUNTIME_OUTPUT_DIRECTORY, a ${CMAKE_CURRENT_BINARY_DIR}/... path, a build/...
+  path a script under scripts/ writes). Paths with
   placeholders (<...>, {...}, $X, ...), git tags (client/go/v0.1.0) and folders the
   doc's own commands make (mkdir -p) are skipped; globs (*) must match something.
 - flags: a command in code that runs one of our binaries (`layerserve`,
@@ -162,7 +163,8 @@ def build_outputs(source_dir):
     """Paths (relative to the build directory) the CMake files declare: each
     executable (in its folder's build folder, or the RUNTIME_OUTPUT_DIRECTORY set
     for it) and each ${CMAKE_CURRENT_BINARY_DIR}/... or ${PROJECT_BINARY_DIR}/...
-    they name. So a build/ path can be checked without a full build."""
+    they name, and the build/... paths the scripts under scripts/ name. So a
+    build/ path can be checked without a full build."""
     executables, moved, outputs = {}, {}, set()
     for rel in walk(source_dir, lambda n: n == "CMakeLists.txt" or n.endswith(".cmake")):
         folder = os.path.dirname(rel)
@@ -179,6 +181,15 @@ def build_outputs(source_dir):
                                              "CMAKE_CURRENT_BINARY_DIR" else path))
     for name, folder in executables.items():
         outputs.add(os.path.normpath(os.path.join(moved.get(name, folder), name)))
+    # What the scripts write below build/ (scripts/test's build/test-results).
+    for rel in walk(os.path.join(source_dir, "scripts"), lambda n: True):
+        try:
+            with open(os.path.join(source_dir, "scripts", rel), encoding="utf-8") as f:
+                text = f.read()
+        except (UnicodeDecodeError, OSError):
+            continue
+        for path in re.findall(r"(?<![\w.-])build/([\w.+-]+(?:/[\w.+-]+)*)", text):
+            outputs.add(os.path.normpath(path))
     return outputs
 
 

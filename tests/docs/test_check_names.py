@@ -52,11 +52,13 @@ def test_build_paths_are_checked_against_the_build_directory(tmp_path):
 
 def test_build_paths_the_cmake_files_declare_pass_unbuilt(tmp_path):
     src = tree(tmp_path / "src", "`build/bench/layerserve_block_bench`, `build/bin/tool`,\n"
-                                 "`build/client/tool`, `build/client/go/module`, `build/bench/gone`\n",
+                                 "`build/client/tool`, `build/client/go/module`, `build/bench/gone`\n"
+                                 "`build/test-results/`\n",
                {"client/CMakeLists.txt": "add_executable(tool t.cc)\nset_target_properties(\n"
                                          "  tool PROPERTIES RUNTIME_OUTPUT_DIRECTORY "
                                          "${PROJECT_BINARY_DIR}/bin)\n"
-                                         "set(M ${CMAKE_CURRENT_BINARY_DIR}/go/module)\n"})
+                                         "set(M ${CMAKE_CURRENT_BINARY_DIR}/go/module)\n",
+                "scripts/test": "#!/bin/sh\nresults=\"$PWD/build/test-results\"\n"})
     build = tmp_path / "build"
     build.mkdir()
     assert check_names.findings(src, str(build), flags=FLAGS) == [
