@@ -1,6 +1,6 @@
 // The blocks a replica serves (--layers=START:END): a half-open range of layer
 // indices, so several replicas can each hold part of a model too large for one
-// machine and a client chains them (docs/operations/scaling.md).
+// machine and a client chains them (docs/operations/deploy.md).
 #ifndef LAYERSERVE_SERVER_MODELS_LAYER_SPAN_H_
 #define LAYERSERVE_SERVER_MODELS_LAYER_SPAN_H_
 

@@ -9,8 +9,7 @@
 // model took 2.6x a warm one after a 16-token warm-up, most of it in those faults (perf,
 // 2026-12-02). Buffers keep their size, so every call up to WarmUpTokens() tokens starts
 // warm; a longer one grows them once. A token count not seen before still creates its
-// primitives (under 1 ms each). --warm-up in
-// docs/operations/configuration.md.
+// primitives (under 1 ms each). docs/operations/scaling.md, "Warm-up".
 #ifndef LAYERSERVE_SERVER_RPC_WARM_UP_H_
 #define LAYERSERVE_SERVER_RPC_WARM_UP_H_
 
