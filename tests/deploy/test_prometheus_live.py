@@ -1,6 +1,7 @@
 """A real Prometheus (Debian's binary) on loopback, with deploy/prometheus's config
 and alert rules, scrapes a running layerserve while the test sends traffic (LayerNorm
-calls, good and bad, and a few BlockForward calls). Its HTTP API must then report
+calls, good and bad, a few BlockForward calls, and a KV-cache session's prefill and
+decode steps). Its HTTP API must then report
 exactly the calls made, a latency quantile through histogram_quantile, healthy rules,
 and data for every Grafana panel's query (deploy/grafana) and every alert rule's
 expression: at least one series with a value other than NaN. A query that errors
@@ -33,6 +34,10 @@ from server_process import ServerProcess, wait_for
 OK_CALLS = 40
 BAD_CALLS = 5
 BLOCK_CALLS = 4
+DECODE_STEPS = 3  # one-token steps of a session, after a prefill of PREFILL_TOKENS
+PREFILL_TOKENS = 3
+# BlockForward RPCs in all: the plain ones, the session's prefill and its steps.
+BLOCK_FORWARD_RPCS = BLOCK_CALLS + 1 + DECODE_STEPS
 _LISTENING = re.compile(r'msg="Listening on" address=(\S+)')
 
 
@@ -92,7 +97,8 @@ class Prometheus:
 @pytest.fixture(scope="module")
 def scraped():
     """A server that has answered OK_CALLS good and BAD_CALLS bad LayerNorm calls
-    and BLOCK_CALLS BlockForward calls, and a Prometheus that has scraped it after
+    and BLOCK_CALLS BlockForward calls, a session's prefill and DECODE_STEPS decode
+    steps (BLOCK_FORWARD_RPCS BlockForward RPCs in all), and a Prometheus that has scraped it after
     the last one. Yields (prometheus, server, slowest client-side LayerNorm latency
     in seconds)."""
     server = ServerProcess()
@@ -119,17 +125,31 @@ def scraped():
             reply = stub.BlockForward(block, timeout=30)
             assert np.isfinite(wire.values(reply.hidden_states)).all()
 
+        session_id = stub.OpenSession(pb.OpenSessionRequest(), timeout=30).session_id
+
+        def session_forward(tokens):
+            reply = stub.BlockForward(pb.BlockForwardRequest(
+                hidden_states=wire.array_tensor(rng.standard_normal((1, tokens, hidden)),
+                                                "float32"),
+                session_id=session_id), timeout=30)
+            assert np.isfinite(wire.values(reply.hidden_states)).all()
+
         # Histogram series appear with their first observation; rate() needs a
-        # scrape of them before the traffic it measures.
+        # scrape of them before the traffic it measures (the decode-step histogram
+        # too: a prefill and one step before the first scrape).
         checked_normalize(stub, rng)
         block_forward()
-        assert scraped_totals(1, 1)
+        session_forward(PREFILL_TOKENS)
+        session_forward(1)
+        assert scraped_totals(1, 3)
         for _ in range(OK_CALLS - 1):
             start = time.monotonic()
             checked_normalize(stub, rng)
             slowest = max(slowest, time.monotonic() - start)
         for _ in range(BLOCK_CALLS - 1):
             block_forward()
+        for _ in range(DECODE_STEPS - 1):
+            session_forward(1)
         for _ in range(BAD_CALLS):
             # 3x5 floats need 60 bytes, not 56: INVALID_ARGUMENT, never computed.
             bad = pb.Tensor(shape=[3, 5], dtype=pb.FLOAT32, data=b"\0" * 56)
@@ -137,7 +157,7 @@ def scraped():
                 stub.Normalize(pb.NormalizeRequest(kind=pb.LAYER_NORM, input=bad), timeout=10)
             assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     # Scrapes every second; wait for one that has seen every call.
-    assert scraped_totals(OK_CALLS + BAD_CALLS, BLOCK_CALLS)
+    assert scraped_totals(OK_CALLS + BAD_CALLS, BLOCK_FORWARD_RPCS)
     yield prometheus, server, slowest
     assert prometheus.stop() == 0, prometheus.log.read_text()[-2000:]
     assert server.stop() == 0, server.output()
