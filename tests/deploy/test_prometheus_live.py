@@ -206,7 +206,7 @@ def test_alert_rules_load_and_evaluate_without_errors(scraped):
     prometheus, _, _ = scraped
     groups = prometheus.api("rules")["data"]["groups"]
     rules = [r for g in groups for r in g["rules"]]
-    assert len(rules) == 6
+    assert len(rules) == 7
     assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
     firing = [a for a in prometheus.api("alerts")["data"]["alerts"] if a["state"] == "firing"]
     # A healthy server with 5 client errors out of 45 calls pages nobody.
@@ -267,7 +267,7 @@ def test_every_alert_expression_returns_data(scraped):
     prometheus, _, _ = scraped
     rules = [r for g in prometheus.api("rules")["data"]["groups"] for r in g["rules"]
              if r["type"] == "alerting"]
-    assert len(rules) == 6
+    assert len(rules) == 7
     empty = []
     for rule in rules:
         expr = _THRESHOLD.sub("", rule["query"].strip())

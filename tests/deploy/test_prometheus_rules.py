@@ -27,7 +27,7 @@ def test_check_config_with_its_rules_and_targets(tmp_path):
 def test_check_rules_counts_every_alert():
     result = promtool("check", "rules", str(RULES))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 6 rules found" in result.stdout
+    assert "SUCCESS: 7 rules found" in result.stdout
 
 
 def test_rule_unit_tests_pass():
@@ -56,4 +56,5 @@ def test_alerts_use_only_the_servers_metric_names():
     assert names - {"up"} <= known, names - known
     assert {a["alert"] for a in groups[0]["rules"]} == {
         "LayerserveTargetDown", "LayerserveHighLatencyP99", "LayerserveHighErrorRatio",
-        "LayerserveNonFiniteOutput", "LayerserveQueueNearFull", "LayerserveModelReloadFailed"}
+        "LayerserveNonFiniteOutput", "LayerserveQueueNearFull", "LayerserveModelReloadFailed",
+        "LayerserveSessionEvictions"}
