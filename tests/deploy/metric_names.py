@@ -1,6 +1,7 @@
 """The metric names the dashboard shows (all of them must be on it: the first
-dashboard's, and the sessions row's), as Prometheus stores them, and the names a PromQL expression refers to. Alerts and dashboard
-panels may only use these, so a typo or a renamed metric fails the tests."""
+dashboard's, and the sessions row's), as Prometheus stores them, and the names a
+PromQL expression refers to. Alerts and dashboard panels may only use these, so a
+typo or a renamed metric fails the tests."""
 import re
 
 _COUNTERS = ["requests_total", "request_bytes_total", "response_bytes_total",
