@@ -26,7 +26,7 @@ ENV CCACHE_DIR=/ccache CCACHE_BASEDIR=/src CCACHE_MAXSIZE=2G
 WORKDIR /src
 # Only what the two binaries need, so edits to tests, docs or deploy/ keep this
 # stage's layers cached.
-COPY CMakeLists.txt ./
+COPY CMakeLists.txt VERSION ./
 COPY proto proto
 COPY common common
 COPY kernels kernels

@@ -82,7 +82,7 @@ def test_flags_of_our_binaries_are_checked(tmp_path):
                          "LAYERSERVE_TOKEN=x layerserve-cli --target h:1 health --jsn\n"
                          "bench=build/bin/layerserve-bench\n"
                          "$bench --method decode \\\n  --stepz 4\n"
-                         "docker run --rm -p 1:2 --name layerserve layerserve:0.1.0 --prt 1\n"
+                         "docker run --rm -p 1:2 --name layerserve layerserve:9.9.9 --prt 1\n"
                          "```\n\n"
                          "| Flag | Default |\n|---|---|\n| `--warm-up` | true |\n| `--warmup` | x |\n")
     assert check_names.findings(src, flags=FLAGS) == [

@@ -44,16 +44,16 @@ def test_set_version_rewrites_every_copy(tmp_path):
     for name in [n for n, _, _ in set_version.PLACES] + set_version.DOCS + ["VERSION"]:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
-    done = subprocess.run([str(SCRIPT), "--root", str(tmp_path), "12.34.5-rc.1"],
+    done = subprocess.run([str(SCRIPT), "--root", str(tmp_path), "12.34.5"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "VERSION").read_text() == "12.34.5-rc.1\n"
+    assert (tmp_path / "VERSION").read_text() == "12.34.5\n"
     for name, pattern, count in set_version.PLACES:
         found = [m.group(2) for m in re.finditer(pattern, (tmp_path / name).read_text())]
-        assert found == ["12.34.5-rc.1"] * count, name
+        assert found == ["12.34.5"] * count, name
     for name in set_version.DOCS:
         text = (tmp_path / name).read_text()
-        assert "12.34.5-rc.1" in text and not re.search(set_version.whole_word(
+        assert "12.34.5" in text and not re.search(set_version.whole_word(
             (ROOT / "VERSION").read_text().strip()), text), name
 
 
