@@ -28,7 +28,15 @@ def _by_name(objects):
     return sorted(objects, key=lambda o: (o["kind"], o["metadata"]["name"]))
 
 
-@pytest.mark.parametrize("variant", ["base", "queue-depth", "spans"])
+# Every kustomization under deploy/k8s: each is rendered and checked below.
+VARIANTS = sorted(p.parent.name for p in K8S.glob("*/kustomization.yaml"))
+
+
+def test_the_variants_are_the_known_ones():
+    assert VARIANTS == ["base", "model-repository", "queue-depth", "spans"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_rendering_matches_kubectl_kustomize(variant):
     kubectl = shutil.which("kubectl")
     if kubectl is None:
@@ -55,7 +63,7 @@ def by_kind(objects):
     return kinds
 
 
-@pytest.mark.parametrize("variant", ["base", "queue-depth"])
+@pytest.mark.parametrize("variant", ["base", "queue-depth", "model-repository"])
 def test_renders_and_every_object_passes_its_schema(variant, tmp_path, node_modules):
     rendered, objects = render(K8S / variant, tmp_path)
     kinds = sorted(o["kind"] for o in objects)
@@ -176,7 +184,7 @@ def test_spans_yaml_is_make_spans_output_for_its_defaults():
     sys.path.insert(0, str(K8S / "spans"))
     import make_spans
     committed = (K8S / "spans" / "spans.yaml").read_text()
-    assert committed == make_spans.render(32, "0:11,11:22,22:32", 2), \
+    assert committed == make_spans.render(make_spans.parser().parse_args([])), \
         "regenerate: deploy/k8s/spans/make_spans.py > deploy/k8s/spans/spans.yaml"
 
 
@@ -185,7 +193,7 @@ def test_spans_render_pass_their_schemas_and_each_object_keeps_to_its_span(
     rendered, objects = render(K8S / "spans", tmp_path)
     result = validate(rendered, node_modules)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("valid ") == len(objects) == 9, result.stdout
+    assert result.stdout.count("valid ") == len(objects) == 10, result.stdout
     kinds = by_kind(objects)
     help_text = subprocess.run([SERVER, "--help"], capture_output=True, text=True,
                                timeout=30, check=True).stdout
@@ -212,3 +220,266 @@ def test_spans_render_pass_their_schemas_and_each_object_keeps_to_its_span(
                         if selector(o).items() <= labels.items()]
             assert selected == [o["metadata"]["name"]], (kind, o["metadata"]["name"])
     assert all(s["spec"]["clusterIP"] == "None" for s in kinds["Service"])
+
+
+# --- Memory: weights + KV-cache cap + headroom fit every container's limit. ---
+
+QUANTITY = re.compile(r"(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
+UNITS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+         "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+# What a pod needs beyond weights and KV caches: code, gRPC and oneDNN state
+# (~40 MB), warm-up and batch buffers, messages in flight.
+MIN_HEADROOM = 512 * 2**20
+# The built-in demo model (server/models/demo_model.h): Llama-style, hidden 512,
+# 8 heads of 64, 2 KV heads, d_ff 1408, 4 layers.
+DEMO = {"hidden_size": 512, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "intermediate_size": 1408, "num_hidden_layers": 4}
+BYTES_PER_WEIGHT = {"float32": 4, "bfloat16": 2, "int8": 1 + 4 / 64}
+SERVER_DEFAULT_KV_CACHE = 2**31  # --max-kv-cache-bytes's default
+
+
+def quantity_bytes(text):
+    m = QUANTITY.fullmatch(str(text))
+    assert m, text
+    return int(m.group(1)) * UNITS[m.group(2)]
+
+
+def layer_parameters(config):
+    """One Llama-style block: attention D(H + 2Hkv)Dh + H·Dh·D, MLP 3·D·F, norms 2·D."""
+    d, h = config["hidden_size"], config["num_attention_heads"]
+    hkv, dh = config.get("num_key_value_heads", h), config.get("head_dim") or d // h
+    return d * (h + 2 * hkv) * dh + h * dh * d + 3 * d * config["intermediate_size"] + 2 * d
+
+
+def flag_values(container):
+    return dict(a.lstrip("-").split("=", 1) for a in container["args"] if "=" in a)
+
+
+def deployments(objects):
+    for o in objects:
+        if o["kind"] == "Deployment":
+            yield o, o["spec"]["template"]
+
+
+def weight_bytes(pod, container):
+    """The weights a container holds: the demo model's (its span of them) without a
+    model repository, else the bytes its pod is sized for (its annotation)."""
+    flags = flag_values(container)
+    if "model-repository" not in flags:
+        start, end = 0, DEMO["num_hidden_layers"]
+        if "layers" in flags:
+            start, end = (int(x) for x in flags["layers"].split(":"))
+        per_weight = BYTES_PER_WEIGHT[flags.get("weight-dtype", "float32")]
+        return (end - start) * layer_parameters(DEMO) * per_weight
+    return int(pod["metadata"]["annotations"]["layerserve.dev/weight-bytes"])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_memory_limit_holds_weights_kv_cache_and_headroom(variant):
+    """Sessions cannot OOM-kill a pod: the KV-cache cap is set on every container
+    (the server's 2 GiB default would fill the base's limit alone) and weights + cap
+    + headroom fit the memory limit, which equals the request (Guaranteed QoS)."""
+    found = 0
+    for deployment, pod in deployments(kustomize.render(K8S / variant)):
+        for c in pod["spec"]["containers"]:
+            flags = flag_values(c)
+            assert "max-kv-cache-bytes" in flags, (deployment["metadata"]["name"], c["name"])
+            kv = int(flags["max-kv-cache-bytes"])
+            limit = quantity_bytes(c["resources"]["limits"]["memory"])
+            assert c["resources"]["requests"]["memory"] == c["resources"]["limits"]["memory"]
+            weights = weight_bytes(pod, c)
+            assert limit >= weights + kv + MIN_HEADROOM, \
+                (deployment["metadata"]["name"], limit, weights, kv)
+            found += 1
+    assert found
+
+
+def test_the_base_lowers_the_servers_kv_cache_default():
+    [(_, pod)] = deployments(kustomize.render(K8S / "base"))
+    [c] = pod["spec"]["containers"]
+    assert int(flag_values(c)["max-kv-cache-bytes"]) < SERVER_DEFAULT_KV_CACHE
+    assert quantity_bytes(c["resources"]["limits"]["memory"]) <= SERVER_DEFAULT_KV_CACHE
+
+
+def _make_spans():
+    import sys
+    sys.path.insert(0, str(K8S / "spans"))
+    import make_spans
+    return make_spans
+
+
+def test_span_pods_are_sized_for_the_example_models_layers():
+    """spans.yaml's weights are its model's (Llama-3-8B: 436 MB per layer in
+    bfloat16) for its layers, computed here from the config independently."""
+    make_spans = _make_spans()
+    defaults = make_spans.parser().parse_args([])
+    config = yaml.safe_load((K8S.parent.parent / defaults.model).read_text())
+    per_layer = layer_parameters(config) * 2
+    assert 436_000_000 < per_layer < 437_000_000
+    for _, pod in deployments(kustomize.render(K8S / "spans")):
+        [c] = pod["spec"]["containers"]
+        start, end = (int(x) for x in flag_values(c)["layers"].split(":"))
+        assert weight_bytes(pod, c) == (end - start) * per_layer
+        assert flag_values(c)["weight-dtype"] == "bfloat16"
+
+
+def _span_memory(text):
+    """{(start, end): (Deployment memory limit, weight annotation, args)} of a spans.yaml."""
+    spans = {}
+    for o in yaml.safe_load_all(text):
+        if o and o["kind"] == "Deployment":
+            pod = o["spec"]["template"]
+            [c] = pod["spec"]["containers"]
+            start, end = (int(x) for x in flag_values(c)["layers"].split(":"))
+            spans[(start, end)] = (quantity_bytes(c["resources"]["limits"]["memory"]),
+                                   int(pod["metadata"]["annotations"]
+                                       ["layerserve.dev/weight-bytes"]), flag_values(c))
+    return spans
+
+
+MIB = 2**20
+
+
+def test_make_spans_sizes_each_span_from_a_checkpoints_layers():
+    """tests/golden/models/tiny-llama: 3 layers (biases included) read from its
+    safetensors headers, at float32."""
+    make_spans = _make_spans()
+    model = K8S.parent.parent / "tests" / "golden" / "models" / "tiny-llama"
+    options = make_spans.parser().parse_args([
+        "--model", str(model), "--spans", "0:1,1:3", "--weight-dtype", "float32",
+        "--kv-cache-bytes", str(100 * MIB), "--headroom-bytes", str(600 * MIB),
+        "--model-claim", "my-models"])
+    text = make_spans.render(options)
+    # Per layer: q 48x48+48, k and v 24x48+24, o 48x48+48, gate and up 72x48+72,
+    # down 48x72+48, two norms 48: 17712 parameters, 70848 bytes.
+    layer = 4 * (48 * 48 + 48 + 2 * (24 * 48 + 24) + 48 * 48 + 48
+                 + 2 * (72 * 48 + 72) + 48 * 72 + 48 + 2 * 48)
+    assert layer == 70848
+    spans = _span_memory(text)
+    for (start, end), (limit, weights, flags) in spans.items():
+        assert weights == (end - start) * layer
+        # Rounded up to a MiB: 700 MiB + weights < 1 MiB.
+        assert limit == 701 * MIB
+        assert flags["max-kv-cache-bytes"] == str(100 * MIB)
+        assert flags["weight-dtype"] == "float32"
+    assert sorted(spans) == [(0, 1), (1, 3)]
+    assert "claimName: my-models" in text
+    assert "safetensors headers" in text.splitlines()[1]
+
+
+def test_make_spans_from_a_config_or_explicit_numbers():
+    make_spans = _make_spans()
+    config = K8S / "spans" / "llama-3-8b-config.json"
+    # int8: one byte a weight plus a float32 scale per 64.
+    text = make_spans.render(make_spans.parser().parse_args([
+        "--model", str(config), "--spans", "0:16,16:32", "--weight-dtype", "int8",
+        "--kv-cache-bytes", str(2**30), "--headroom-bytes", str(2**30)]))
+    per_layer = -(-layer_parameters(yaml.safe_load(config.read_text())) * 17 // 16)
+    for (start, end), (limit, weights, _) in _span_memory(text).items():
+        assert weights == 16 * per_layer
+        assert limit == -(-(weights + 2 * 2**30) // MIB) * MIB
+    text = make_spans.render(make_spans.parser().parse_args([
+        "--num-layers", "4", "--layer-bytes", str(300 * MIB), "--spans", "0:1,1:4",
+        "--kv-cache-bytes", str(2**30), "--headroom-bytes", str(2**30)]))
+    assert {k: v[0] for k, v in _span_memory(text).items()} == {
+        (0, 1): 2348 * MIB, (1, 4): 2948 * MIB}
+
+
+@pytest.mark.parametrize("spans,message", [
+    ("0:10,11:32", "does not continue from layer 10"),
+    ("0:11,11:30", "the model has 32 layers"),
+])
+def test_make_spans_refuses_spans_that_do_not_chain(spans, message, capsys):
+    make_spans = _make_spans()
+    with pytest.raises(SystemExit) as exit_info:
+        make_spans.render(make_spans.parser().parse_args(["--spans", spans]))
+    assert message in str(exit_info.value)
+
+
+# --- Model repositories: a volume, mounted where --model-repository points. ---
+
+@pytest.mark.parametrize("variant", ["spans", "model-repository"])
+def test_pods_serve_the_model_repository_of_their_claim(variant):
+    found = 0
+    for deployment, pod in deployments(kustomize.render(K8S / variant)):
+        [c] = pod["spec"]["containers"]
+        path = flag_values(c)["model-repository"]
+        [mount] = [m for m in c["volumeMounts"] if m["mountPath"] == path]
+        assert mount["readOnly"] is True
+        [volume] = [v for v in pod["spec"]["volumes"] if v["name"] == mount["name"]]
+        assert volume["persistentVolumeClaim"]["claimName"] == "layerserve-models"
+        found += 1
+    assert found == (3 if variant == "spans" else 1)
+
+
+# --- Selectors: each Service, budget and monitor reaches its own pods only. ---
+
+def _everything():
+    """The base and the spans as one cluster would hold them (same namespace)."""
+    return kustomize.render(K8S / "base") + kustomize.render(K8S / "spans")
+
+
+def _pods(objects):
+    return {d["metadata"]["name"]: pod for d, pod in deployments(objects)}
+
+
+def _selects(selector, labels):
+    return selector.items() <= labels.items()
+
+
+def test_services_and_budgets_select_only_their_own_pods():
+    objects = _everything()
+    pods = _pods(objects)
+    assert len(pods) == 4
+    seen = set()
+    for o in objects:
+        if o["kind"] == "Service":
+            selector = o["spec"]["selector"]
+        elif o["kind"] == "PodDisruptionBudget":
+            selector = o["spec"]["selector"]["matchLabels"]
+        else:
+            continue
+        selected = [n for n, pod in pods.items()
+                    if _selects(selector, pod["metadata"]["labels"])]
+        # The base's Services and budget are named layerserve[-headless]; a span's
+        # objects are named like its Deployment.
+        own = o["metadata"]["name"].removesuffix("-headless")
+        assert selected == [own], (o["kind"], o["metadata"]["name"], selected)
+        seen.add(own)
+    assert seen == set(pods)
+    # Each Deployment's own selector and spread constraints stay on its pods too.
+    for d, pod in deployments(objects):
+        selectors = [d["spec"]["selector"]["matchLabels"]] + [
+            t["labelSelector"]["matchLabels"]
+            for t in pod["spec"].get("topologySpreadConstraints", [])]
+        for selector in selectors:
+            assert [n for n, p in pods.items()
+                    if _selects(selector, p["metadata"]["labels"])] == [d["metadata"]["name"]]
+
+
+@pytest.mark.parametrize("objects", [
+    pytest.param(lambda: _everything(), id="base+spans"),
+    pytest.param(lambda: kustomize.render(K8S / "spans"), id="spans"),
+    pytest.param(lambda: kustomize.render(K8S / "model-repository"), id="model-repository"),
+])
+def test_every_metrics_port_is_scraped_once(objects):
+    """Per pod: the ServiceMonitors whose selector matches a Service that selects
+    the pod and has the monitor's port, targeting the container port named
+    metrics. Exactly one such (monitor, Service) pair per pod."""
+    objects = objects()
+    pods = _pods(objects)
+    services = [o for o in objects if o["kind"] == "Service"]
+    monitors = [o for o in objects if o["kind"] == "ServiceMonitor"]
+    for name, pod in pods.items():
+        [c] = pod["spec"]["containers"]
+        assert "metrics" in [p["name"] for p in c["ports"]], name
+        scrapes = []
+        for m in monitors:
+            for endpoint in m["spec"]["endpoints"]:
+                for s in services:
+                    ports = {p["name"]: p["targetPort"] for p in s["spec"]["ports"]}
+                    if (_selects(m["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])
+                            and _selects(s["spec"]["selector"], pod["metadata"]["labels"])
+                            and ports.get(endpoint["port"]) == "metrics"):
+                        scrapes.append((m["metadata"]["name"], s["metadata"]["name"]))
+        assert len(scrapes) == 1, (name, scrapes)
