@@ -1,11 +1,13 @@
 # layerserve container: a build stage with the -dev packages and a runtime stage with
 # only the shared libraries the two binaries load.
 #
-#   docker build -t layerserve .                      (any Docker or podman)
-#   scripts/container-build                           (CI: podman, offline base, ccache)
-#   docker run --rm -p 50051:50051 -p 9464:9464 layerserve
-#   docker run --rm -v /srv/models:/models:ro -p 50051:50051 layerserve \
+#   docker build -t layerserve:$(cat VERSION) .      (any Docker; podman: --format docker)
+#   scripts/container-build                          (CI: podman, offline base, ccache)
+#   docker run --rm -p 50051:50051 -p 9464:9464 layerserve:$(cat VERSION)
+#   docker run --rm -v /srv/models:/models:ro -p 50051:50051 layerserve:$(cat VERSION) \
 #     --model-repository=/models
+# layerserve:VERSION is the name every manifest under deploy/ uses; a registry's copy
+# is REGISTRY/layerserve:VERSION (docs/operations/deploy.md, "The image").
 #
 # BASE_IMAGE lets CI build from a local debootstrap'd bookworm (no registry there).
 ARG BASE_IMAGE=debian:bookworm

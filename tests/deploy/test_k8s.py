@@ -483,3 +483,38 @@ def test_every_metrics_port_is_scraped_once(objects):
                             and ports.get(endpoint["port"]) == "metrics"):
                         scrapes.append((m["metadata"]["name"], s["metadata"]["name"]))
         assert len(scrapes) == 1, (name, scrapes)
+
+
+# --- One image name: layerserve:VERSION in every manifest and script. ---
+
+def _layerserve_images():
+    """{where: image} of every container running the server under deploy/."""
+    images = {}
+    for variant in VARIANTS:
+        for d, pod in deployments(kustomize.render(K8S / variant)):
+            for c in pod["spec"]["containers"]:
+                images[f"k8s/{variant}: {d['metadata']['name']}"] = c["image"]
+    kserve = DEPLOY_DIR / "kserve"
+    for path in sorted(kserve.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            spec = (doc or {}).get("spec", {})
+            for c in spec.get("containers", []) + spec.get("predictor", {}).get("containers", []):
+                images[f"kserve/{path.name}: {c['name']}"] = c["image"]
+    compose = yaml.safe_load((DEPLOY_DIR / "compose.yaml").read_text())
+    for name, service in compose["services"].items():
+        if name.startswith("layerserve-"):
+            images[f"compose: {name}"] = service["image"]
+    return images
+
+
+def test_every_manifest_names_the_image_layerserve_version():
+    version = (K8S.parent.parent / "VERSION").read_text().strip()
+    images = _layerserve_images()
+    assert len([w for w in images if w.startswith("kserve/")]) == 2
+    assert len([w for w in images if w.startswith("compose")]) == 3
+    assert set(images.values()) == {f"layerserve:{version}"}, images
+    # The scripts that build and test the image default to the same name.
+    for script in ("container-build", "container-test"):
+        text = (K8S.parent.parent / "scripts" / script).read_text()
+        assert "layerserve:$(cat VERSION)" in text, script
+        assert "localhost/layerserve:ci" not in text, script
