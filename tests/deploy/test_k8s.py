@@ -69,7 +69,7 @@ def test_renders_and_every_object_passes_its_schema(variant, tmp_path, node_modu
     kinds = sorted(o["kind"] for o in objects)
     assert kinds == sorted(["Namespace", "Deployment", "Service", "Service",
                             "HorizontalPodAutoscaler", "PodDisruptionBudget",
-                            "ServiceMonitor"])
+                            "ServiceMonitor", "PrometheusRule"])
     result = validate(rendered, node_modules)
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("valid ") == len(objects), result.stdout
@@ -482,6 +482,8 @@ def test_every_metrics_port_is_scraped_once(objects):
                             and _selects(s["spec"]["selector"], pod["metadata"]["labels"])
                             and ports.get(endpoint["port"]) == "metrics"):
                         scrapes.append((m["metadata"]["name"], s["metadata"]["name"]))
+                        # The job label the alert rules and dashboard select.
+                        assert s["metadata"]["labels"][m["spec"]["jobLabel"]] == "layerserve"
         assert len(scrapes) == 1, (name, scrapes)
 
 
