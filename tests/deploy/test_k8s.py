@@ -12,7 +12,7 @@ import yaml
 
 import kustomize
 from conftest import DEPLOY_DIR, SERVICE_NAME
-from server_process import SERVER
+from server_process import CLI, SERVER, ServerProcess
 
 K8S = DEPLOY_DIR / "k8s"
 
@@ -33,7 +33,7 @@ VARIANTS = sorted(p.parent.name for p in K8S.glob("*/kustomization.yaml"))
 
 
 def test_the_variants_are_the_known_ones():
-    assert VARIANTS == ["base", "model-repository", "queue-depth", "spans"]
+    assert VARIANTS == ["base", "model-repository", "queue-depth", "secured", "spans"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -461,6 +461,7 @@ def test_services_and_budgets_select_only_their_own_pods():
     pytest.param(lambda: _everything(), id="base+spans"),
     pytest.param(lambda: kustomize.render(K8S / "spans"), id="spans"),
     pytest.param(lambda: kustomize.render(K8S / "model-repository"), id="model-repository"),
+    pytest.param(lambda: kustomize.render(K8S / "secured"), id="secured"),
 ])
 def test_every_metrics_port_is_scraped_once(objects):
     """Per pod: the ServiceMonitors whose selector matches a Service that selects
@@ -520,3 +521,105 @@ def test_every_manifest_names_the_image_layerserve_version():
         text = (K8S.parent.parent / "scripts" / script).read_text()
         assert "layerserve:$(cat VERSION)" in text, script
         assert "localhost/layerserve:ci" not in text, script
+
+
+# --- The secured overlay: TLS and tokens from Secrets, a NetworkPolicy. ---
+
+def test_secured_renders_and_passes_its_schemas(tmp_path, node_modules):
+    rendered, objects = render(K8S / "secured", tmp_path)
+    result = validate(rendered, node_modules)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("valid ") == len(objects), result.stdout
+    assert all(o["metadata"]["namespace"] == "layerserve" for o in objects
+               if o["kind"] != "Namespace")
+    services = [o for o in objects if o["kind"] == "Service"]
+    assert len(services) == 2
+    for s in services:
+        [grpc_port] = [p for p in s["spec"]["ports"] if p["name"] == "grpc"]
+        assert "appProtocol" not in grpc_port  # not h2c: TLS
+
+
+def test_network_policy_opens_grpc_and_keeps_metrics_to_monitoring():
+    objects = _everything() + kustomize.render(K8S / "secured")
+    [policy] = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    # It covers every layerserve pod of the namespace: the base's and the spans'.
+    for name, pod in _pods(objects).items():
+        assert _selects(policy["spec"]["podSelector"]["matchLabels"],
+                        pod["metadata"]["labels"]), name
+    rules = {r["ports"][0]["port"]: r["from"] for r in policy["spec"]["ingress"]}
+    assert set(rules) == {"grpc", "metrics"}
+    assert rules["grpc"] == [{"namespaceSelector": {}}]
+    assert rules["metrics"] == [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "monitoring"}}}]
+
+
+def _openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def _secrets(folder):
+    """A CA, and a server certificate it signed for localhost: the files of the
+    layerserve-tls Secret (tls.crt, tls.key, ca.crt) and of layerserve-token."""
+    tls, token = folder / "tls", folder / "token"
+    tls.mkdir()
+    token.mkdir()
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+             "/CN=test-ca", "-keyout", "ca.key", "-out", "ca.crt", cwd=tls)
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=layerserve",
+             "-keyout", "tls.key", "-out", "tls.csr", cwd=tls)
+    (tls / "ext.cnf").write_text("subjectAltName=DNS:localhost,"
+                                 "DNS:layerserve.layerserve.svc\n")
+    _openssl("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+             "-CAcreateserial", "-days", "1", "-extfile", "ext.cnf", "-out", "tls.crt",
+             cwd=tls)
+    (token / "tokens").write_text("s3cret-token\n")
+    return {"tls": tls, "token": token}
+
+
+def test_secured_pod_serves_tls_and_tokens_and_its_probes_pass(tmp_path):
+    """The secured container's own arguments run the real binary, its Secret
+    mounts mapped to local folders; each exec probe, run as written (its port the
+    one picked here), answers SERVING over TLS; calls need the token."""
+    [(_, pod)] = deployments(kustomize.render(K8S / "secured"))
+    [c] = pod["spec"]["containers"]
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == "layerserve-tls"
+    assert volumes["token"]["secret"]["secretName"] == "layerserve-token"
+    files = _secrets(tmp_path)
+    mounts = {m["mountPath"]: str(files[m["name"]]) for m in c["volumeMounts"]
+              if m["name"] in files}
+    assert all(m["readOnly"] for m in c["volumeMounts"] if m["name"] in files)
+
+    def local(text):
+        for mount, folder in mounts.items():
+            text = text.replace(mount, folder)
+        return text
+
+    args = [local(a) for a in c["args"]]
+    flags = flag_values(c)
+    assert {"tls-cert", "tls-key", "auth-token-file"} <= set(flags)
+    server = ServerProcess(*args, "--warm-up=false")
+    try:
+        port = server.target.rsplit(":", 1)[1]
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            command = [local(a).replace("localhost:50051", f"localhost:{port}")
+                       for a in c[probe]["exec"]["command"]]
+            assert command[0] == "layerserve-cli"
+            done = subprocess.run([CLI, *command[1:]], capture_output=True, text=True,
+                                  timeout=30)
+            assert done.returncode == 0 and "SERVING" in done.stdout, (probe, done.stderr)
+        # Plaintext, as a native gRPC probe would speak, fails against TLS.
+        plain = subprocess.run([CLI, "--target", f"localhost:{port}", "--retries", "0",
+                                "--timeout-ms", "2000", "health"],
+                               capture_output=True, text=True, timeout=30)
+        assert plain.returncode != 0
+        tls = [CLI, "--tls-ca", str(files["tls"] / "ca.crt"), "--target",
+               f"localhost:{port}", "--retries", "0"]
+        refused = subprocess.run([*tls, "list-models"], capture_output=True, text=True,
+                                 timeout=30)
+        assert refused.returncode != 0 and "UNAUTHENTICATED" in refused.stdout + refused.stderr
+        allowed = subprocess.run([*tls, "--token-file", str(files["token"] / "tokens"),
+                                  "list-models"], capture_output=True, text=True, timeout=30)
+        assert allowed.returncode == 0 and "demo" in allowed.stdout, allowed.stderr
+    finally:
+        server.stop()
