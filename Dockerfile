@@ -43,10 +43,13 @@ RUN mkdir -p /ccache && ccache --zero-stats >/dev/null \
  && { ccache --show-stats | grep -E 'Hits|Misses' || true; }
 
 FROM ${BASE_IMAGE}
+# procps: /bin/kill, for the documented reload `kubectl exec POD -- kill -HUP 1`
+# (debian:bookworm has no kill executable, only the shell's builtin).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libgrpc++1.51 libprotobuf32 libabsl20220623 libdnnl2 libgomp1 libhwy1 \
       ocl-icd-libopencl1 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libjemalloc2 \
+      procps \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin layerserve \
  && mkdir /models
