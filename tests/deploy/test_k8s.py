@@ -623,3 +623,37 @@ def test_secured_pod_serves_tls_and_tokens_and_its_probes_pass(tmp_path):
         assert allowed.returncode == 0 and "demo" in allowed.stdout, allowed.stderr
     finally:
         server.stop()
+
+
+# --- docs/operations/deploy.md agrees with the manifests. ---
+
+DEPLOY_DOC = K8S.parent.parent / "docs" / "operations" / "deploy.md"
+
+
+def test_deploy_doc_make_spans_command_parses_and_sizing_table_matches():
+    import shlex
+    text = DEPLOY_DOC.read_text()
+    make_spans = _make_spans()
+    # The documented command, its continuation lines joined, up to the redirection.
+    start = text.index("deploy/k8s/spans/make_spans.py --model")
+    command = text[start:text.index(">", start)].replace("\\\n", " ")
+    args = shlex.split(command)[1:]
+    args[args.index("--model") + 1] = str(K8S / "spans" / "llama-3-8b-config.json")
+    options = make_spans.parser().parse_args(args)
+    # With the example model's config it writes the committed spans.yaml's pods.
+    documented = _span_memory(make_spans.render(options))
+    committed = _span_memory((K8S / "spans" / "spans.yaml").read_text())
+    assert {k: v[:2] for k, v in documented.items()} == {k: v[:2] for k, v in committed.items()}
+    # The sizing table's rows for the shipped manifests.
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines()
+            if line.startswith("| `")}
+    for (span_start, span_end), (limit, _, _) in committed.items():
+        [row] = [line for name, line in rows.items()
+                 if name.startswith("`spans`") and f"{span_start}:{span_end}" in name]
+        assert f"| {limit // MIB}Mi |" in row, row
+    [(_, pod)] = deployments(kustomize.render(K8S / "base"))
+    assert f"| {pod['spec']['containers'][0]['resources']['limits']['memory']} |" in \
+        rows["`base` (demo, 4 layers, float32)"]
+    [(_, pod)] = deployments(kustomize.render(K8S / "model-repository"))
+    assert f"| {pod['spec']['containers'][0]['resources']['limits']['memory']} |" in \
+        rows["`model-repository` as shipped"]
