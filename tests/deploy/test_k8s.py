@@ -1,7 +1,12 @@
 """deploy/k8s renders (kustomize.py, held to `kubectl kustomize`), every object passes the
 kubernetes-models schemas and TypeScript types (deploy/k8s/validate.cjs), and the
 numbers that must agree with the server do: probe ports and service name, flags the
-binary knows, the grace period against --shutdown-grace plus the preStop sleep."""
+binary knows, the grace period against --shutdown-grace plus the preStop sleep.
+Across every overlay: memory limits hold weights + KV-cache cap + headroom (spans
+sized by make_spans.py from the checkpoint's layers), model repositories come from
+their volume, Services, budgets and monitors select only their own pods, every
+metrics port is scraped once, one image name; the secured overlay's TLS, token and
+probes run against the real binary; docs/operations/deploy.md's numbers agree."""
 import os
 import re
 import shutil
