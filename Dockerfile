@@ -1,11 +1,13 @@
 # layerserve container: a build stage with the -dev packages and a runtime stage with
 # only the shared libraries the two binaries load.
 #
-#   docker build -t layerserve .                      (any Docker or podman)
-#   scripts/container-build                           (CI: podman, offline base, ccache)
-#   docker run --rm -p 50051:50051 -p 9464:9464 layerserve
-#   docker run --rm -v /srv/models:/models:ro -p 50051:50051 layerserve \
+#   docker build -t layerserve:$(cat VERSION) .      (any Docker; podman: --format docker)
+#   scripts/container-build                          (CI: podman, offline base, ccache)
+#   docker run --rm -p 50051:50051 -p 9464:9464 layerserve:$(cat VERSION)
+#   docker run --rm -v /srv/models:/models:ro -p 50051:50051 layerserve:$(cat VERSION) \
 #     --model-repository=/models
+# layerserve:VERSION is the name every manifest under deploy/ uses; a registry's copy
+# is REGISTRY/layerserve:VERSION (docs/operations/deploy.md, "The image").
 #
 # BASE_IMAGE lets CI build from a local debootstrap'd bookworm (no registry there).
 ARG BASE_IMAGE=debian:bookworm
@@ -41,10 +43,13 @@ RUN mkdir -p /ccache && ccache --zero-stats >/dev/null \
  && { ccache --show-stats | grep -E 'Hits|Misses' || true; }
 
 FROM ${BASE_IMAGE}
+# procps: /bin/kill, for the documented reload `kubectl exec POD -- kill -HUP 1`
+# (debian:bookworm has no kill executable, only the shell's builtin).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libgrpc++1.51 libprotobuf32 libabsl20220623 libdnnl2 libgomp1 libhwy1 \
       ocl-icd-libopencl1 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libjemalloc2 \
+      procps \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin layerserve \
  && mkdir /models

@@ -2,7 +2,9 @@
 the host network like any container runtime would: its metadata (non-root user,
 ports, health check, stop signal, volume), a runtime stage without compilers,
 health through grpc.health.v1 and through the image's HEALTHCHECK, /metrics, a
-computed result, the model repository volume, and a SIGTERM drain to exit 0.
+computed result, the model repository volume, the documented reload (`kill -HUP 1`
+run inside the container, as `kubectl exec POD -- kill -HUP 1` does), and a SIGTERM
+drain to exit 0.
 Run by scripts/container-test, which builds the image and sets LAYERSERVE_IMAGE."""
 import json
 import os
@@ -153,3 +155,17 @@ def test_serves_a_mounted_model_repository(container):
         expected[d.name] = config.get("num_hidden_layers", config.get("n_layer"))
     assert {m.name: m.num_layers for m in models} == expected
     assert all(m.state == pb.ModelInfo.READY for m in models), models
+
+
+def test_the_documented_reload_command_works_in_the_image(container):
+    """docs/operations/deploy.md's reload, `kubectl exec POD -- kill -HUP 1`: the
+    image has a kill executable and the server, PID 1, reloads on the signal."""
+    c = container("--model-repository=/models", volumes=[f"{MODELS}:/models:ro"])
+    assert wait_for(lambda: c.health() == health_pb2.HealthCheckResponse.SERVING,
+                    timeout=60), c.logs()
+    result = podman("exec", c.name, "kill", "-HUP", "1", check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert wait_for(lambda: "reload (SIGHUP)" in c.logs(), timeout=30), c.logs()
+    assert "reload (SIGHUP): no change" in c.logs(), c.logs()
+    # Still serving after the reload.
+    assert c.health() == health_pb2.HealthCheckResponse.SERVING

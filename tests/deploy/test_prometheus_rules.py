@@ -58,3 +58,33 @@ def test_alerts_use_only_the_servers_metric_names():
         "LayerserveTargetDown", "LayerserveHighLatencyP99", "LayerserveHighErrorRatio",
         "LayerserveNonFiniteOutput", "LayerserveQueueNearFull", "LayerserveModelReloadFailed",
         "LayerserveSessionEvictions"}
+
+
+def _make_prometheusrule():
+    import sys
+    sys.path.insert(0, str(PROMETHEUS))
+    import make_prometheusrule
+    return make_prometheusrule
+
+
+def test_the_kubernetes_prometheusrule_is_the_rules_file(tmp_path):
+    """deploy/k8s/base/prometheusrule.yaml is make_prometheusrule.py's output, its
+    groups are the rules file's, and promtool accepts them as a rules file."""
+    committed = (DEPLOY_DIR / "k8s" / "base" / "prometheusrule.yaml").read_text()
+    assert committed == _make_prometheusrule().render(RULES.read_text()), \
+        "regenerate: deploy/prometheus/make_prometheusrule.py > deploy/k8s/base/prometheusrule.yaml"
+    rule = yaml.safe_load(committed)
+    assert rule["kind"] == "PrometheusRule"
+    assert rule["spec"]["groups"] == yaml.safe_load(RULES.read_text())["groups"]
+    unwrapped = tmp_path / "rules.yml"
+    unwrapped.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    result = promtool("check", "rules", str(unwrapped))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 7 rules found" in result.stdout
+
+
+def test_a_changed_rule_changes_the_prometheusrule():
+    text = RULES.read_text()
+    assert "for: 2m" in text
+    changed = _make_prometheusrule().render(text.replace("for: 2m", "for: 3m", 1))
+    assert changed != (DEPLOY_DIR / "k8s" / "base" / "prometheusrule.yaml").read_text()
