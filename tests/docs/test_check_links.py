@@ -3,14 +3,7 @@ links, GitHub's heading slugs, external links and links inside code."""
 import os
 
 import check_links
-
-
-def make_tree(root, files):
-    for path, text in files.items():
-        full = os.path.join(root, path)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        with open(full, "w", encoding="utf-8") as f:
-            f.write(text)
+from doc_tree import make_tree
 
 
 def test_dead_file_and_dead_anchor_are_reported(tmp_path):

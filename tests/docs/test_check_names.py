@@ -5,6 +5,7 @@ import os
 import stat
 
 import check_names
+from doc_tree import make_tree
 
 FLAGS = {"layerserve": {"port", "model-repository", "warm-up"},
          "layerserve-cli": {"target", "json"},
@@ -12,14 +13,6 @@ FLAGS = {"layerserve": {"port", "model-repository", "warm-up"},
 METRICS_CC = ('r_(prometheus::BuildCounter()\n    .Name("layerserve_requests_total")),\n'
               'h_(prometheus::BuildHistogram()\n    .Name("layerserve_batch_size")),\n'
               'g_(prometheus::BuildGauge().Name("layerserve_active_sessions"))\n')
-
-
-def make_tree(root, files):
-    for path, text in files.items():
-        full = os.path.join(root, path)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        with open(full, "w", encoding="utf-8") as f:
-            f.write(text)
 
 
 def tree(tmp_path, doc, extra=None):
