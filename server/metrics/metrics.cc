@@ -55,9 +55,10 @@ const char* DtypeLabel(ElementType type) {
 }
 
 // The codes LayerService's handlers answer with (the error list of
-// proto/layerserve/v1/layerserve.proto; server/rpc/ and what the ops' parsers return; INTERNAL for a kernel that threw,
-// server/rpc/exception_status.h). Codes that gRPC answers before a handler runs
-// (UNAUTHENTICATED, a message over the size limit) are not counted at all.
+// proto/layerserve/v1/layerserve.proto; server/rpc/ and what the ops' parsers return;
+// INTERNAL for a kernel that threw, server/rpc/exception_status.h). Codes that gRPC
+// answers before a handler runs (UNAUTHENTICATED, a message over the size limit) are not
+// counted at all.
 constexpr grpc::StatusCode kAnsweredCodes[] = {
     grpc::StatusCode::OK,
     grpc::StatusCode::CANCELLED,

@@ -246,12 +246,12 @@ def test_help_lists_every_flag_as_the_docs_write_it():
     assert listed["--weight-group-size"] == "64"
     assert "Worker threads that run kernels; 0 = one per online CPU." in text
     assert not re.search(r"^ *--\w*_", text, re.M), "a flag named with underscores"
-    # Every flag of README's table ("Server flags") is listed.
+    # Every flag README's "Server flags" names is listed (the whole reference,
+    # docs/operations/configuration.md, has a check of its own: docs_flag_reference).
     readme = (Path(SOURCE_DIR) / "README.md").read_text()
-    table = readme.split("## Server flags")[1].split("\n## ")[0]
-    rows = [line for line in table.splitlines() if line.startswith("| `--")]
-    documented = set(re.findall(r"`(--[a-z0-9-]+)`", "\n".join(rows)))
-    assert len(documented) > 15
+    section = readme.split("## Server flags")[1].split("\n## ")[0]
+    documented = set(re.findall(r"`(--[a-z0-9-]+)`", section)) - {"--help", "--version"}
+    assert len(documented) >= 5
     assert documented <= set(listed), documented - set(listed)
     assert {"--help", "--version"} <= set(re.findall(r"^  (--[a-z]+)$", text, re.M))
     assert _run(SERVER, "-h").stdout == text

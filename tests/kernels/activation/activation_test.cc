@@ -67,7 +67,8 @@ constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 // The server sets one OpenMP thread per worker; do the same for the test thread.
 // Freed buffers are kept by malloc instead of returned to the OS: the sweep
 // allocates many 8 MiB buffers, and each fresh page costs ~4 ms per MiB to touch
-// on these machines (docs/perf/2026-11-30-activation-kernels.md), which dominated the test's run time.
+// on these machines (docs/perf/2026-11-30-activation-kernels.md), which dominated the
+// test's run time.
 class TestSetup : public ::testing::Environment {
  public:
   void SetUp() override {
