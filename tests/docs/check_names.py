@@ -129,6 +129,8 @@ def path_candidates(code, top_level, source_dir):
     when there are more than two (so a path inside an installed package, like
     proto/grpc/..., is not taken for one of the tree's)."""
     for token in TOKEN_SPLIT.split(code):
+        if PLACEHOLDER.search(token):  # before the trailing "..." is stripped below
+            continue
         token = token.strip().rstrip(".,:;)!?")
         if token.startswith("./"):
             token = token[2:]

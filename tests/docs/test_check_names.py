@@ -35,6 +35,13 @@ def test_missing_paths_are_reported_with_file_and_line(tmp_path):
     ]
 
 
+def test_a_path_ending_in_an_ellipsis_is_a_placeholder_even_where_its_folder_exists(tmp_path):
+    # As build-fuzz/findings/TARGET/crash-... once the fuzzers ran: the folder
+    # exists, no file is named by the prefix.
+    src = tree(tmp_path, "```sh\nreplay client/node/examples/crash-...\n```\n")
+    assert check_names.findings(src) == []
+
+
 def test_build_paths_are_checked_against_the_build_directory(tmp_path):
     src = tree(tmp_path / "src", "Run `build/bin/layerserve` or `build/client/layerserve-cli`.\n")
     build = tmp_path / "build"
