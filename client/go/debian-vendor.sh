@@ -45,7 +45,10 @@ replaces() {
          print old[1], new[1] }' "$1" | awk '$2 ~ /^(\/|\.\/|\.\.\/)/'
 }
 
-# The go directive of go.mod $1, if any.
+# The go directive of go.mod $1, if any. Some of Debian's repacked trees have no
+# go.mod: then nothing is printed and modules.txt gets no "## go" line for that
+# module, as `go mod vendor` writes for a module without one (a missing file is an
+# expected case, not an error to hide).
 go_version() { awk '$1 == "go" { print $2; exit }' "$1" 2>/dev/null || true; }
 
 # The import paths of the packages in module $1's directory $2: directories with
