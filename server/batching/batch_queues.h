@@ -22,11 +22,12 @@
 //   (BatchTask::gathers()): it closes once it has as many tasks as the held
 //   batches had plus those that waited for them, or, after the release, half the
 //   longest held batch's time (at most max_gather_delay), whichever comes first
-//   (or when full). Clients that send their next step as soon as they are answered
-//   (a decode loop) then come back into one batch instead of splitting into groups
-//   that take turns; when fewer come back, the wait costs at most a third of the
-//   time. Only work whose every batch streams a large fixed cost (weights too big
-//   for the cache) gains: for the demo model, whose weights stay in L3, any wait
+//   (or when full). A prefill's part that fills its bound does not close it: the
+//   steps coming back go beside the part, not after it. Clients that send their next step
+//   as soon as they are answered (a decode loop) then come back into one batch instead of
+//   splitting into groups that take turns; when fewer come back, the wait costs at most a
+//   third of the time. Only work whose every batch streams a large fixed cost (weights
+//   too big for the cache) gains: for the demo model, whose weights stay in L3, any wait
 //   cost 7-25% at 8 and 32 sessions, and is not asked for.
 // A flush takes held and gathering queues like any other.
 #ifndef LAYERSERVE_SERVER_BATCHING_BATCH_QUEUES_H_
@@ -131,8 +132,11 @@ class BatchQueues {
   void Hold(const std::string& key);
   // Ends one hold of `key`, whose batch of `tasks` tasks took `took` and finished
   // at `now`; when it ends the last hold, the next batch gathers if `gather`.
+  // `answered`: when the batch began answering its tasks (its computing done).
+  // Tasks queued from then on may be its own coming back already (their clients
+  // answer fast): they are in `tasks`, not among those that waited for it.
   void Release(const std::string& key, int64_t tasks, absl::Duration took, absl::Time now,
-               bool gather);
+               bool gather, absl::Time answered = absl::InfiniteFuture());
 
  private:
   struct Queue {
@@ -141,9 +145,10 @@ class BatchQueues {
   };
   struct Holds {
     int count = 0;
-    int64_t tasks = 0;    // In the held batches released so far.
-    absl::Duration took;  // The longest of them.
-    bool gather = false;  // Whether any of them asked to gather.
+    int64_t tasks = 0;                             // In the held batches released so far.
+    absl::Duration took;                           // The longest of them.
+    bool gather = false;                           // Whether any of them asked to gather.
+    absl::Time answered = absl::InfiniteFuture();  // The earliest of them.
   };
   // A gathering batch waits at most this share of the held batch's time.
   static constexpr double kGatherShareOfBatch = 0.5;
@@ -152,6 +157,9 @@ class BatchQueues {
     absl::Time until;   // ...or at this time.
   };
   absl::Time CloseTime(const std::string& key, const Queue& queue) const;
+  // The positions in `queue` of the tasks its next batch takes, in the order it
+  // takes them (see the top of this file), and their rows.
+  std::vector<size_t> NextBatch(const Queue& queue, int64_t* rows) const;
 
   const BatchOptions options_;
   std::map<std::string, Queue> queues_;  // Only non-empty queues.

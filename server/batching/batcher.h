@@ -15,10 +15,11 @@
 // is): decode steps of many sessions stream all of a model's weights once per batch,
 // and one batch on both cores reads them once where two batches, one per core, read
 // them twice. A worker takes a closed batch before it helps, but while a batch
-// shares loops the queue of its key is held (BatchQueues::Hold): what arrives
-// meanwhile waits for it, and, if its tasks ask to (BatchTask::gathers()), the
-// next batch gathers what comes back (BatchOptions::max_gather_delay), so sessions
-// stepping together run as one batch on all the workers.
+// shares loops, or from its start if its tasks gather (BatchTask::gathers()), the
+// queue of its key is held (BatchQueues::Hold): what arrives meanwhile waits for
+// it, and, if its tasks gather, the next batch gathers what comes back
+// (BatchOptions::max_gather_delay), so sessions stepping together run as one batch
+// on all the workers.
 #ifndef LAYERSERVE_SERVER_BATCHING_BATCHER_H_
 #define LAYERSERVE_SERVER_BATCHING_BATCHER_H_
 
@@ -129,13 +130,19 @@ class Batcher : public kernels::ParallelFor {
       }
     }
     loop.Take();
-    if (!shared) return;
-    {
-      absl::MutexLock lock(&mu_);
-      shared_ = nullptr;  // No one joins from here on.
+    if (shared) {
+      {
+        absl::MutexLock lock(&mu_);
+        shared_ = nullptr;  // No one joins from here on.
+      }
+      // Helpers that joined finish the index each holds (the loop is on this stack).
+      while (loop.helpers.load() > 0) std::this_thread::yield();
     }
-    // Helpers that joined finish the index each holds (the loop is on this stack).
-    while (loop.helpers.load() > 0) std::this_thread::yield();
+    // A batch answers after its last loop: what its key's queue gets from then on
+    // may be its own tasks coming back (BatchQueues::Release).
+    if (running_batch_ != nullptr && running_batch_->batcher == this) {
+      running_batch_->computed = absl::Now();
+    }
   }
 
   // Runs fn(context) once on every worker thread, each with its own Context, and
@@ -192,6 +199,7 @@ class Batcher : public kernels::ParallelFor {
     const Batcher* batcher;
     std::string key;
     bool holds = false;
+    absl::Time computed = absl::InfiniteFuture();  // When its last loop ended.
   };
   static inline thread_local RunningBatch* running_batch_ = nullptr;
 
@@ -232,6 +240,14 @@ class Batcher : public kernels::ParallelFor {
         const int64_t tasks = static_cast<int64_t>(closed->tasks.size());
         // Asked now: process_ answers the tasks, and may destroy them.
         const bool gather = closed->tasks.front()->gathers();
+        // Work that gathers streams its weights in every batch: its key is held
+        // from the start, not from the first shared loop, or in between another
+        // worker would take a second batch of it (a prefill's part that waited)
+        // and the two would each read the weights on one core, twice as long.
+        if (gather) {
+          queues_.Hold(batch.key);
+          batch.holds = true;
+        }
         running_batch_ = &batch;
         const absl::Time started = absl::Now();
         mu_.Unlock();
@@ -242,7 +258,7 @@ class Batcher : public kernels::ParallelFor {
         --busy_workers_;
         if (batch.holds) {
           const absl::Time now = absl::Now();
-          queues_.Release(batch.key, tasks, now - started, now, gather);
+          queues_.Release(batch.key, tasks, now - started, now, gather, batch.computed);
           wake_.Signal();  // What waited for it may be closed now.
         }
         continue;

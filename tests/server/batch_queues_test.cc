@@ -327,6 +327,82 @@ TEST(BatchQueuesTest, NextBatchAfterAHoldGathersAsManyTasksOrWaitsTheGatherDelay
   EXPECT_TRUE(plain.TakeClosed(released, false));
 }
 
+// Decode steps beside a prefill in parts: after the held batch (4 steps and the
+// prefill's part), the part is queued again at once and fills its bound, yet the
+// next batch waits for the 4 steps to come back and takes them beside it. Were it
+// to close at once, every step would wait out a part of its own.
+TEST(BatchQueuesTest, GatherAfterAPrefillPartWaitsForTheStepsBesideItsNextPart) {
+  BatchOptions options = Options(100, absl::ZeroDuration(), 100);
+  options.max_gather_delay = absl::Milliseconds(8);
+  BatchQueues queues(options);
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  const absl::Time released = kStart + absl::Milliseconds(50);
+  const auto add = [&](int id, int64_t rows, int64_t bound, bool resumed, bool step,
+                       absl::Time now) {
+    std::unique_ptr<BatchTask> task =
+        std::make_unique<FakeTask>(id, rows, bound, resumed, step);
+    ASSERT_TRUE(queues.Schedule("k", task, now).ok());
+  };
+  queues.Hold("k");
+  add(1, 8, 8, /*resumed=*/true, false, released);  // The held prefill's next part.
+  add(2, 1, kNone, false, true, kStart);            // A step that waited for it.
+  queues.Release("k", /*tasks=*/5, absl::Milliseconds(40), released, /*gather=*/true);
+  EXPECT_EQ(queues.NextClose(), released + absl::Milliseconds(8));
+  EXPECT_FALSE(queues.TakeClosed(released, false)) << "the part alone fills its bound";
+  for (int id = 10; id < 13; ++id) {
+    add(id, 1, kNone, false, true, released);
+    EXPECT_FALSE(queues.TakeClosed(released, false));
+  }
+  add(13, 1, kNone, false, true, released);  // The 5 + 1 expected (the part counts once).
+  std::optional<BatchQueues::Closed> closed = queues.TakeClosed(released, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{2, 10, 11, 12, 13, 1}));
+
+  // A step missing: the batch goes at the gather delay, steps and part together.
+  queues.Hold("k");
+  add(20, 8, 8, /*resumed=*/true, false, released);
+  queues.Release("k", /*tasks=*/3, absl::Milliseconds(40), released, /*gather=*/true);
+  add(21, 1, kNone, false, true, released);
+  EXPECT_FALSE(queues.TakeClosed(released + absl::Microseconds(7999), false));
+  closed = queues.TakeClosed(released + absl::Milliseconds(8), false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{21, 20}));
+
+  // Full without the missing ones (max_batch_rows): it goes at once.
+  queues.Hold("k");
+  add(30, 8, 8, /*resumed=*/true, false, released);
+  queues.Release("k", /*tasks=*/200, absl::Milliseconds(40), released, /*gather=*/true);
+  for (int id = 31; id < 123; ++id) add(id, 1, kNone, false, true, released);
+  closed = queues.TakeClosed(released, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(closed->rows, 100);
+  EXPECT_EQ(Ids(closed->tasks).back(), 30);
+}
+
+// Tasks queued after the held batch began answering may be its own coming back
+// (a client that sends its next step at once): they are not counted again among
+// those that waited for it, or the next batch would wait out the whole gather
+// delay for tasks that never come.
+TEST(BatchQueuesTest, GatherCountsTasksQueuedAfterTheAnswersOnce) {
+  BatchOptions options = Options(100, absl::ZeroDuration(), 100);
+  options.max_gather_delay = absl::Milliseconds(8);
+  BatchQueues queues(options);
+  const absl::Time answered = kStart + absl::Milliseconds(40);
+  const absl::Time released = answered + absl::Microseconds(300);
+  queues.Hold("k");
+  ASSERT_TRUE(Add(queues, "k", 1, 1, kStart + absl::Milliseconds(10)).ok());  // Waited.
+  ASSERT_TRUE(Add(queues, "k", 2, 1, answered + absl::Microseconds(100)).ok());  // Back.
+  queues.Release("k", /*tasks=*/3, absl::Milliseconds(40), released, /*gather=*/true,
+                 answered);
+  EXPECT_FALSE(queues.TakeClosed(released, false));
+  ASSERT_TRUE(Add(queues, "k", 3, 1, released).ok());
+  EXPECT_FALSE(queues.TakeClosed(released, false));
+  ASSERT_TRUE(Add(queues, "k", 4, 1, released).ok());  // 3 held + 1 waited: all here.
+  std::optional<BatchQueues::Closed> closed = queues.TakeClosed(released, false);
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(Ids(closed->tasks), (std::vector<int>{1, 2, 3, 4}));
+}
+
 TEST(BatchQueuesTest, FullQueueRefusesAndKeepsTheTaskWithTheCaller) {
   BatchQueues queues(Options(100, absl::Hours(1), 2));
   ASSERT_TRUE(Add(queues, "a", 1, 1, kStart).ok());

@@ -145,12 +145,15 @@ TEST(BatcherInlineTest, StopWaitsForNothingAnInlineRunHolds) {
 // A task that runs `work` (which may call the batcher's Run) as its batch.
 class WorkTask : public BatchTask {
  public:
-  explicit WorkTask(std::function<void()> work) : work_(std::move(work)) {}
+  explicit WorkTask(std::function<void()> work, bool gathers = false)
+      : work_(std::move(work)), gathers_(gathers) {}
   int64_t rows() const override { return 1; }
+  bool gathers() const override { return gathers_; }
   void Run() { work_(); }
 
  private:
   std::function<void()> work_;
+  const bool gathers_;
 };
 
 // Opens `latch` when it goes out of scope, if nothing did: declared after the
@@ -262,6 +265,50 @@ TEST(BatcherSharedLoopTest, KeyOfASharingBatchIsHeldUntilItEnds) {
   EXPECT_EQ(same_key_runs, 0);
   release.Notify();
   ASSERT_TRUE(Eventually([&] { return same_key_runs == 1; }));
+}
+
+// Work that gathers (whose batches each stream the weights) holds its key from the
+// batch's start, before its first shared loop: a task of the key that arrives then
+// waits for the batch instead of running beside it on the idle worker, as a
+// prefill's waiting part did beside a batch of decode steps. Other work holds its
+// key only while it shares a loop.
+TEST(BatcherSharedLoopTest, KeyOfAGatheringBatchIsHeldFromItsStart) {
+  Batcher<NoContext> batcher(BatchOptions{}, 2, RunWork());
+  absl::Notification started, release;
+  OpenAtExit open{release};
+  std::atomic<int> same_key_runs{0};
+  std::unique_ptr<BatchTask> gathering = std::make_unique<WorkTask>(
+      [&] {
+        started.Notify();
+        release.WaitForNotification();
+      },
+      /*gathers=*/true);
+  ASSERT_TRUE(batcher.Schedule("k", gathering).ok());
+  started.WaitForNotification();
+  std::unique_ptr<BatchTask> same = Work([&] { ++same_key_runs; });
+  ASSERT_TRUE(batcher.Schedule("k", same).ok());
+  absl::Notification other_ran;
+  std::unique_ptr<BatchTask> other = Work([&] { other_ran.Notify(); });
+  ASSERT_TRUE(batcher.Schedule("other", other).ok());
+  other_ran.WaitForNotification();  // The idle worker was free all along...
+  EXPECT_EQ(same_key_runs, 0);      // ...yet the key's task waited.
+  release.Notify();
+  ASSERT_TRUE(Eventually([&] { return same_key_runs == 1; }));
+
+  // Not gathering: a second batch of the key runs beside a first that shares no
+  // loop yet.
+  absl::Notification started2, release2;
+  OpenAtExit open2{release2};
+  std::unique_ptr<BatchTask> plain = Work([&] {
+    started2.Notify();
+    release2.WaitForNotification();
+  });
+  ASSERT_TRUE(batcher.Schedule("k", plain).ok());
+  started2.WaitForNotification();
+  std::unique_ptr<BatchTask> beside = Work([&] { ++same_key_runs; });
+  ASSERT_TRUE(batcher.Schedule("k", beside).ok());
+  ASSERT_TRUE(Eventually([&] { return same_key_runs == 2; }));
+  release2.Notify();
 }
 
 // Each round runs once on every worker thread, with that worker's own context (the
