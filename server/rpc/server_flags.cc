@@ -69,8 +69,8 @@ ABSL_FLAG(int64_t, prefill_chunk_tokens, Defaults().prefill_chunk_tokens,
           "session's cache, and waits in the queue again between chunks; a batch takes "
           "every waiting decode step first, then at most this many prefill tokens "
           "(the token budget). Answered once, after its last chunk. "
-          "Smaller: shorter decode stalls, less prefill throughput (each chunk reads "
-          "the layer's weights again); 64-128 on one-core replicas. 0: prefills run "
+          "Larger: more prefill throughput while prefills queue up, longer decode "
+          "steps beside them (a step waits for its batch's chunk). 0: prefills run "
           "whole.");
 ABSL_FLAG(int64_t, max_queue_size, Defaults().max_queue_size,
           "Requests that may wait in the queues; more get RESOURCE_EXHAUSTED at once.");
