@@ -38,6 +38,9 @@ def test_8_mib_calls_reuse_their_buffers(server):
         per_call = (minor_faults(server.proc.pid) - before) / calls
     # Request, response and their copies are several 8 MiB buffers per call: faulted
     # in anew they cost thousands of pages (4946 per call here before the setting);
-    # reused, fewer than one tensor's (about 790).
-    assert per_call < PAGES_PER_TENSOR, per_call
+    # reused, 950-1600 on the Zen 5 VM (2026-12-07, the same before and after that
+    # day's changes) and once 2085 while other tests ran; likely the VM's reclaim
+    # (a kdamond thread runs there) taking idle pages back. Bound: one and a half
+    # tensors' pages, still well below the 4946 of buffers faulted in anew.
+    assert per_call < 1.5 * PAGES_PER_TENSOR, per_call
     print(f"{per_call:.0f} page faults per call")
