@@ -3,7 +3,8 @@
 // after every operation, against a plain model of what they must hold: every
 // accepted task leaves exactly once, in schedule order within its key, in batches
 // that obey max_batch_rows, from a queue that is closed (not held; full, old enough
-// and gathered, or flushed) and holds the oldest task among the closed ones.
+// and gathered, or flushed; while it gathers, full means its next batch is) and
+// holds the oldest task among the closed ones.
 #include <deque>
 #include <map>
 #include <string>
@@ -169,16 +170,24 @@ class Checker {
  private:
   absl::Time CloseTime(const std::string& key, const std::deque<ModelTask>& tasks) const {
     if (holds_.count(key) > 0) return absl::InfiniteFuture();
+    const absl::Time aged = tasks.front().enqueued + options_.max_queue_delay;
+    auto gather = gathers_.find(key);
+    if (gather != gathers_.end() &&
+        static_cast<int64_t>(tasks.size()) < gather->second.first) {
+      // Gathering: it waits unless the batch it would take now is full (the tasks
+      // in order while they fit, at least one).
+      int64_t taken = 0;
+      for (const ModelTask& t : tasks) {
+        if (taken > 0 && taken + t.rows > options_.max_batch_rows) break;
+        taken += t.rows;
+      }
+      if (taken >= options_.max_batch_rows) return absl::InfinitePast();
+      return std::max(aged, gather->second.second);
+    }
     int64_t rows = 0;
     for (const ModelTask& t : tasks) rows += t.rows;
     if (rows >= options_.max_batch_rows) return absl::InfinitePast();
-    const absl::Time aged = tasks.front().enqueued + options_.max_queue_delay;
-    auto gather = gathers_.find(key);
-    if (gather == gathers_.end() ||
-        static_cast<int64_t>(tasks.size()) >= gather->second.first) {
-      return aged;
-    }
-    return std::max(aged, gather->second.second);
+    return aged;
   }
   bool Closed(const std::string& key, const std::deque<ModelTask>& tasks) const {
     return CloseTime(key, tasks) <= now_;
