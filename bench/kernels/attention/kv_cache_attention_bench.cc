@@ -3,9 +3,9 @@
 // cache's blocks in place, against what the server did before it: gather the cache's rows
 // (stored row-major then, so a memcpy or a bfloat16 conversion per row) into contiguous
 // float32 and run Attention (oneDNN matmuls). 1 or 16 query tokens; heads of the demo
-// model (8 query, 2 KV heads of 64) and of the 768-hidden Llama configuration (12 and
-// 12); cached lengths 128 to 2048; float32 and bfloat16 caches. The byte rate counts the
-// cache's keys and values read once.
+// model (8 query, 2 KV heads of 64), of the 768-hidden Llama configuration (12 and
+// 12) and of Llama-3-8B (32 and 8 of 128); cached lengths 128 to 2048; float32 and
+// bfloat16 caches. The byte rate counts the cache's keys and values read once.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -22,17 +22,16 @@ namespace layerserve::kernels {
 namespace {
 
 struct Heads {
-  int64_t q, kv;
+  int64_t q, kv, dim;
 };
-constexpr Heads kHeads[] = {{8, 2}, {12, 12}};
-constexpr int64_t kHeadDim = 64;
+constexpr Heads kHeads[] = {{8, 2, 64}, {12, 12, 64}, {32, 8, 128}};
 
 struct Step {
   Step(Heads heads, int64_t past, int64_t tokens, KvCacheType type)
-      : heads(heads), tokens(tokens), cache(1, heads.kv, kHeadDim, type) {
+      : heads(heads), tokens(tokens), cache(1, heads.kv, heads.dim, type) {
     std::mt19937 rng(1);
     std::normal_distribution<float> normal;
-    const int64_t width = heads.kv * kHeadDim, rows = past + tokens;
+    const int64_t width = heads.kv * heads.dim, rows = past + tokens;
     std::vector<float> fused(rows * 2 * width);
     for (float& x : fused) x = normal(rng);
     cache.Append(0, fused.data(), fused.data() + width, 2 * width, rows);
@@ -47,7 +46,7 @@ struct Step {
                            row_major.data() + ((kv * rows + t) * width) * element);
       }
     }
-    q.resize(tokens * heads.q * kHeadDim);
+    q.resize(tokens * heads.q * heads.dim);
     for (float& x : q) x = normal(rng);
     out.resize(q.size());
     for (int64_t t = 0; t < tokens; ++t) limits.push_back(past + t + 1);
@@ -56,19 +55,19 @@ struct Step {
     AttentionArgs a;
     a.q_heads = heads.q;
     a.kv_heads = heads.kv;
-    a.head_dim = kHeadDim;
+    a.head_dim = heads.dim;
     a.tokens = tokens;
     a.keys = limits.back();
     a.q = q.data();
-    a.q_stride = heads.q * kHeadDim;
+    a.q_stride = heads.q * heads.dim;
     a.out = out.data();
-    a.out_stride = heads.q * kHeadDim;
-    a.scale = 1.0f / std::sqrt(float(kHeadDim));
+    a.out_stride = heads.q * heads.dim;
+    a.scale = 1.0f / std::sqrt(float(heads.dim));
     a.key_limits = limits.data();
     return a;
   }
   int64_t CacheBytes() const {
-    return limits.back() * 2 * heads.kv * kHeadDim *
+    return limits.back() * 2 * heads.kv * heads.dim *
            (cache.type() == KvCacheType::kFloat32 ? 4 : 2);
   }
   Heads heads;
@@ -137,11 +136,11 @@ void BM_GatherThenOneDnn(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * step.CacheBytes());
 }
 
-// Args: heads (0: demo 8/2, 1: llama768 12/12), cached tokens, bfloat16 cache,
-// query tokens, sessions used in turn (BM_OverCache only).
+// Args: heads (0: demo 8/2, 1: llama768 12/12, 2: 8b 32/8), cached tokens, bfloat16
+// cache, query tokens, sessions used in turn (BM_OverCache only).
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int64_t tokens : {1, 16})
-    for (int64_t heads : {0, 1})
+    for (int64_t heads : {0, 1, 2})
       for (int64_t past : {128, 512, 2048})
         for (int64_t bf16 : {0, 1}) b->Args({heads, past, bf16, tokens, 1});
   b->ArgNames({"heads", "past", "bf16", "T", "sessions"})
@@ -149,7 +148,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
       ->UseRealTime();
 }
 void ManySessions(benchmark::internal::Benchmark* b) {
-  for (int64_t heads : {0, 1})
+  for (int64_t heads : {0, 1, 2})
     for (int64_t bf16 : {0, 1}) b->Args({heads, 512, bf16, 1, 32});
   b->ArgNames({"heads", "past", "bf16", "T", "sessions"})
       ->Unit(benchmark::kMicrosecond)
