@@ -68,6 +68,8 @@ void KvCache::Append(int64_t layer, const float* k, const float* v, int64_t stri
   const ElementType element =
       type_ == KvCacheType::kFloat32 ? ElementType::kFloat32 : ElementType::kBfloat16;
   const int64_t bytes = ElementBytes(), heads = width_ / head_dim_;
+  // A token's keys rounded in one bulk conversion, then spread down their columns.
+  std::vector<uint16_t> rounded(type_ == KvCacheType::kFloat32 ? 0 : width_);
   for (int64_t t = 0; t < tokens; ++t) {
     const int64_t token = length_ + t, column = token % kKvBlockTokens;
     const float* key = k + t * stride;
@@ -77,9 +79,9 @@ void KvCache::Append(int64_t layer, const float* k, const float* v, int64_t stri
         static_cast<float*>(keys)[i * kKvBlockTokens + column] = key[i];
       }
     } else {
+      ConvertFromFloat32(ElementType::kBfloat16, key, width_, rounded.data());
       for (int64_t i = 0; i < width_; ++i) {
-        static_cast<uint16_t*>(keys)[i * kKvBlockTokens + column] =
-            Float32ToBfloat16(key[i]);
+        static_cast<uint16_t*>(keys)[i * kKvBlockTokens + column] = rounded[i];
       }
     }
     void* values = const_cast<void*>(ValueBlock(layer, token / kKvBlockTokens));

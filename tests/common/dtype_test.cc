@@ -271,6 +271,51 @@ TEST(DtypeTest, BulkConversionIsLittleEndianAndUnaligned) {
   EXPECT_EQ(b[1], 0x3C);
 }
 
+// The bulk bfloat16 loops (vectorized, without branches) against their scalar twins,
+// value by value: every bfloat16 pattern in, and a sweep of float32 patterns out
+// (every exponent and sign with low mantissas around each rounding boundary, NaN
+// payloads, Inf, subnormals, zeros), at odd counts and misaligned wire bytes.
+TEST(DtypeTest, BulkBfloat16EqualsTheScalarConversions) {
+  std::vector<unsigned char> every(2 * 0x10000 + 1);
+  for (uint32_t h = 0; h <= 0xFFFF; ++h) {
+    every[1 + 2 * h] = h & 0xFF;
+    every[2 + 2 * h] = h >> 8;
+  }
+  std::vector<float> decoded(0x10000);
+  ConvertToFloat32(ElementType::kBfloat16, every.data() + 1, 0x10000, decoded.data());
+  for (uint32_t h = 0; h <= 0xFFFF; ++h) {
+    ASSERT_EQ(Bits(decoded[h]), Bits(Bfloat16ToFloat32(static_cast<uint16_t>(h))))
+        << std::hex << h;
+  }
+  std::vector<float> values;
+  for (uint32_t high = 0; high < (1u << 9); ++high) {  // Sign and exponent.
+    for (uint32_t mantissa : {0x0u, 0x1u, 0x7FFFu, 0x8000u, 0x8001u, 0x18000u, 0x17FFFu,
+                              0x400000u, 0x7F7FFFu, 0x7FFFFFu, 0x7F8000u, 0x7FFF80u}) {
+      values.push_back(FromBits((high << 23) | mantissa));
+    }
+  }
+  int64_t expected_overflows = 0;
+  for (float v : values) {
+    const uint16_t h = Float32ToBfloat16(v);
+    expected_overflows += (h & 0x7FFF) == 0x7F80 && std::isfinite(v);
+  }
+  ASSERT_GT(expected_overflows, 0);  // The sweep reaches past bfloat16's max.
+  for (size_t count :
+       {size_t{1}, size_t{7}, size_t{255}, size_t{257}, size_t{4097}, values.size()}) {
+    std::vector<unsigned char> wire(1 + 2 * count);
+    const int64_t overflows =
+        ConvertFromFloat32(ElementType::kBfloat16, values.data(), count, wire.data() + 1);
+    int64_t counted = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const uint16_t h = Float32ToBfloat16(values[i]);
+      counted += (h & 0x7FFF) == 0x7F80 && std::isfinite(values[i]);
+      ASSERT_EQ(wire[1 + 2 * i] | (wire[2 + 2 * i] << 8), h)
+          << count << " values, " << i << ": " << std::hex << Bits(values[i]);
+    }
+    EXPECT_EQ(overflows, counted) << count << " values";
+  }
+}
+
 TEST(DtypeTest, OverflowCountsOnlyFiniteInputs) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
