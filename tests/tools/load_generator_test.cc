@@ -132,6 +132,34 @@ TEST(RunLoadTest, ClosedLoopByDurationStopsStartingRequests) {
   for (double latency : r.ok_latencies) EXPECT_GE(latency, 0.002);
 }
 
+// A call that starts before the duration ends and finishes after it counts in
+// `requests` (and stretches elapsed_seconds) but not in the window's count: with one
+// sender, exactly the last one.
+TEST(RunLoadTest, ClosedLoopCountsWhatFinishedWithinTheDuration) {
+  auto owned = Clients(1);
+  LoadLevel level;
+  level.concurrency = 1;
+  level.duration = absl::Milliseconds(100);
+  LoadResult r = RunLoad(level, Pointers(owned), [](Client&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    return absl::OkStatus();
+  });
+  EXPECT_DOUBLE_EQ(r.window_seconds, 0.1);
+  ASSERT_GE(r.requests, 2);
+  EXPECT_EQ(r.finished_in_window, r.requests - 1);
+  EXPECT_GE(r.elapsed_seconds, 0.1);
+  const LevelReport report = MakeLevelReport(level, &r);
+  EXPECT_DOUBLE_EQ(report.window_throughput, (r.requests - 1) / 0.1);
+  EXPECT_LT(report.throughput, r.requests / 0.1);  // Its time counts the drain.
+  EXPECT_DOUBLE_EQ(LevelJson(report)["window_throughput_rps"].get<double>(),
+                   report.window_throughput);
+  // The table says so when the drain ran past 5% of the duration (here >= 20 ms).
+  if (r.elapsed_seconds > 0.105) {
+    EXPECT_NE(LevelTable({report}).find("req/s finished within the 0.1 s duration"),
+              std::string::npos);
+  }
+}
+
 TEST(RunLoadTest, OpenLoopCountsQueueingAsLatency) {
   auto owned = Clients(1);
   LoadLevel level;
@@ -163,6 +191,11 @@ TEST(RunLoadTest, OpenLoopAtAnEasyRateKeepsItsSchedule) {
       RunLoad(level, Pointers(owned), [](Client&) { return absl::OkStatus(); });
   EXPECT_EQ(r.requests, 40);
   EXPECT_THAT(r.codes, ElementsAre(Pair("OK", 40)));
+  // A fixed count has no window: the window's rate is the plain one.
+  EXPECT_EQ(r.window_seconds, 0);
+  EXPECT_EQ(r.finished_in_window, 0);
+  const LevelReport report = MakeLevelReport(level, &r);
+  EXPECT_DOUBLE_EQ(report.window_throughput, report.throughput);
   // The last request is scheduled at 39 / 200 s = 195 ms.
   EXPECT_GE(r.elapsed_seconds, 0.195);
   EXPECT_LT(r.elapsed_seconds, 2.0);

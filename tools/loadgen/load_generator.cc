@@ -22,11 +22,16 @@ struct ThreadResult {
   std::vector<double> ok_step_latencies;
   int64_t requests = 0;
   int64_t late_sends = 0;
+  int64_t finished_in_window = 0;
   Clock::time_point last_finish;
 
-  void Record(const SendOutcome& sent, double latency, Clock::time_point finish) {
+  // `window_end`: the end of the level's duration (Clock::time_point::max() for a
+  // level of a fixed request count).
+  void Record(const SendOutcome& sent, double latency, Clock::time_point finish,
+              Clock::time_point window_end) {
     const absl::Status& status = sent.status;
     ++requests;
+    if (finish <= window_end) ++finished_in_window;
     const std::string code = absl::StatusCodeToString(status.code());
     if (++codes[code] == 1 && !status.ok()) {
       error_messages[code] = std::string(status.message());
@@ -37,11 +42,20 @@ struct ThreadResult {
   }
 };
 
-LoadResult Merge(std::vector<ThreadResult>& threads, Clock::time_point start) {
+// The end of `level`'s duration from `start`, or never for a fixed request count.
+Clock::time_point WindowEnd(const LoadLevel& level, Clock::time_point start) {
+  if (level.requests > 0) return Clock::time_point::max();
+  return start + absl::ToChronoNanoseconds(level.duration);
+}
+
+LoadResult Merge(std::vector<ThreadResult>& threads, const LoadLevel& level,
+                 Clock::time_point start) {
   LoadResult result;
+  if (level.requests == 0) result.window_seconds = absl::ToDoubleSeconds(level.duration);
   Clock::time_point last = start;
   for (ThreadResult& t : threads) {
     result.requests += t.requests;
+    if (level.requests == 0) result.finished_in_window += t.finished_in_window;
     result.late_sends += t.late_sends;
     for (const auto& [code, n] : t.codes) result.codes[code] += n;
     result.error_messages.insert(t.error_messages.begin(), t.error_messages.end());
@@ -61,7 +75,7 @@ LoadResult RunClosed(const LoadLevel& level, absl::Span<Client* const> clients,
   std::vector<ThreadResult> results(level.concurrency);
   std::atomic<int64_t> claimed{0};
   const Clock::time_point start = Clock::now();
-  const Clock::time_point end = start + absl::ToChronoNanoseconds(level.duration);
+  const Clock::time_point end = WindowEnd(level, start);
   std::vector<std::thread> threads;
   for (int64_t k = 0; k < level.concurrency; ++k) {
     threads.emplace_back([&, k] {
@@ -76,12 +90,12 @@ LoadResult RunClosed(const LoadLevel& level, absl::Span<Client* const> clients,
         const Clock::time_point sent = Clock::now();
         const SendOutcome outcome = send(client);
         const Clock::time_point done = Clock::now();
-        r.Record(outcome, Seconds(done - sent), done);
+        r.Record(outcome, Seconds(done - sent), done, end);
       }
     });
   }
   for (std::thread& t : threads) t.join();
-  return Merge(results, start);
+  return Merge(results, level, start);
 }
 
 LoadResult RunOpen(const LoadLevel& level, absl::Span<Client* const> clients,
@@ -94,6 +108,7 @@ LoadResult RunOpen(const LoadLevel& level, absl::Span<Client* const> clients,
   std::vector<ThreadResult> results(thread_count);
   std::atomic<int64_t> next{0};
   const Clock::time_point start = Clock::now();
+  const Clock::time_point end = WindowEnd(level, start);
   std::vector<std::thread> threads;
   for (int64_t k = 0; k < thread_count; ++k) {
     threads.emplace_back([&, k] {
@@ -109,12 +124,12 @@ LoadResult RunOpen(const LoadLevel& level, absl::Span<Client* const> clients,
         if (Clock::now() - scheduled > std::chrono::milliseconds(1)) ++r.late_sends;
         const SendOutcome outcome = send(client);
         const Clock::time_point done = Clock::now();
-        r.Record(outcome, Seconds(done - scheduled), done);
+        r.Record(outcome, Seconds(done - scheduled), done, end);
       }
     });
   }
   for (std::thread& t : threads) t.join();
-  return Merge(results, start);
+  return Merge(results, level, start);
 }
 
 }  // namespace

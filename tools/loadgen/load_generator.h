@@ -47,6 +47,13 @@ struct LoadResult {
   std::vector<double> ok_step_latencies;
   double elapsed_seconds = 0;  // From the start to the last finish.
   int64_t late_sends = 0;      // Open loop: sent > 1 ms after schedule.
+  // By duration: the level's duration, and how many requests (any status) finished
+  // within it. The calls still in flight at its end finish after it, and when they
+  // queued long (a prefill behind many others) that drain stretches elapsed_seconds
+  // far past the duration; requests over elapsed_seconds then understates the
+  // rate the load ran at. 0 and 0 for a level of a fixed request count.
+  double window_seconds = 0;
+  int64_t finished_in_window = 0;
 };
 
 // Open-loop send times in seconds from the start, ascending: exactly `count` when

@@ -38,7 +38,11 @@ struct LevelReport {
   std::map<std::string, int64_t> errors;              // By code, OK left out.
   std::map<std::string, std::string> error_messages;  // One per code in `errors`.
   double elapsed_seconds = 0;
-  double throughput = 0;   // Finished requests (any status) per second.
+  double throughput = 0;  // Finished requests (any status) per second.
+  // By duration: the requests that finished within it, per second of it (the rate
+  // of the load itself, without the drain of calls still queued at its end; see
+  // LoadResult::window_seconds). Equal to `throughput` for a fixed request count.
+  double window_throughput = 0;
   LatencySummary latency;  // Of the OK requests, seconds.
   // Of the OK decode steps alone (LoadResult::ok_step_latencies), when there were.
   std::optional<LatencySummary> step_latency;
