@@ -51,11 +51,12 @@ Clock::time_point WindowEnd(const LoadLevel& level, Clock::time_point start) {
 LoadResult Merge(std::vector<ThreadResult>& threads, const LoadLevel& level,
                  Clock::time_point start) {
   LoadResult result;
-  if (level.requests == 0) result.window_seconds = absl::ToDoubleSeconds(level.duration);
+  const bool by_duration = level.requests == 0;
+  if (by_duration) result.window_seconds = absl::ToDoubleSeconds(level.duration);
   Clock::time_point last = start;
   for (ThreadResult& t : threads) {
     result.requests += t.requests;
-    if (level.requests == 0) result.finished_in_window += t.finished_in_window;
+    if (by_duration) result.finished_in_window += t.finished_in_window;
     result.late_sends += t.late_sends;
     for (const auto& [code, n] : t.codes) result.codes[code] += n;
     result.error_messages.insert(t.error_messages.begin(), t.error_messages.end());

@@ -70,6 +70,7 @@ LevelReport MakeLevelReport(const LoadLevel& level, LoadResult* result) {
   r.elapsed_seconds = result->elapsed_seconds;
   r.throughput =
       result->elapsed_seconds > 0 ? result->requests / result->elapsed_seconds : 0;
+  r.window_seconds = result->window_seconds;
   r.window_throughput = result->window_seconds > 0
                             ? result->finished_in_window / result->window_seconds
                             : r.throughput;
@@ -154,14 +155,12 @@ std::string LevelTable(const std::vector<LevelReport>& reports) {
     }
     // Calls that queued long (prefills behind others) finished well after the
     // duration: the table's req/s counts that drain, so say the load's own rate.
-    if (r.level.requests == 0 &&
-        r.elapsed_seconds > 1.05 * absl::ToDoubleSeconds(r.level.duration)) {
-      absl::StrAppend(
-          &notes, LevelName(r.level),
-          absl::StrFormat(": %.1f req/s finished within the %.1f s duration "
-                          "(the last calls finished %.1f s after it)\n",
-                          r.window_throughput, absl::ToDoubleSeconds(r.level.duration),
-                          r.elapsed_seconds - absl::ToDoubleSeconds(r.level.duration)));
+    if (r.window_seconds > 0 && r.elapsed_seconds > 1.05 * r.window_seconds) {
+      absl::StrAppend(&notes, LevelName(r.level),
+                      absl::StrFormat(": %.1f req/s finished within the %.1f s duration "
+                                      "(the last calls finished %.1f s after it)\n",
+                                      r.window_throughput, r.window_seconds,
+                                      r.elapsed_seconds - r.window_seconds));
     }
     if (r.step_latency) {
       absl::StrAppend(

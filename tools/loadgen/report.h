@@ -43,7 +43,8 @@ struct LevelReport {
   // of the load itself, without the drain of calls still queued at its end; see
   // LoadResult::window_seconds). Equal to `throughput` for a fixed request count.
   double window_throughput = 0;
-  LatencySummary latency;  // Of the OK requests, seconds.
+  double window_seconds = 0;  // The duration; 0 for a fixed request count.
+  LatencySummary latency;     // Of the OK requests, seconds.
   // Of the OK decode steps alone (LoadResult::ok_step_latencies), when there were.
   std::optional<LatencySummary> step_latency;
   int64_t late_sends = 0;
