@@ -8,15 +8,20 @@ namespace layerserve::kernels {
 namespace {
 
 // y = x W^T + b for every row of the batch: consecutive short sequences share one
-// LinearFewRows call, consecutive longer ones one oneDNN matmul.
+// LinearFewRows call, consecutive longer ones one Linear call. Where the two give
+// a row the same bits, all consecutive sequences share one call: a batch of decode
+// steps and a prefill part reads the weights once instead of twice.
 void BatchLinear(const BlockBatch& batch, BlockKernels& k, const LinearWeights& w,
                  const float* x, float* y) {
   const size_t n = batch.starts.size();
+  const bool one_call = w.calls_share_bits();
+  auto is_short = [&](size_t i) { return batch.tokens[i] <= kShortSequenceTokens; };
   for (size_t b = 0; b < n;) {
-    const bool short_run = batch.tokens[b] <= kShortSequenceTokens;
+    bool short_run = is_short(b);
     size_t e = b + 1;
-    while (e < n && (batch.tokens[e] <= kShortSequenceTokens) == short_run &&
+    while (e < n && (one_call || is_short(e) == short_run) &&
            batch.starts[e] == batch.starts[e - 1] + batch.tokens[e - 1]) {
+      short_run = short_run && is_short(e);
       ++e;
     }
     const int64_t start = batch.starts[b];

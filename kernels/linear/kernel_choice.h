@@ -18,10 +18,11 @@ namespace layerserve::kernels {
 
 enum class LinearKernel {
   // Linear():
-  kOneDnnMatmul,     // oneDNN's matmul on the packed weights (linear.cc)
-  kAmxManyRows,      // amx/many_rows.cc
-  kInt8OneDnnTiles,  // int8/many_rows.cc: dequantized tiles, oneDNN's bfloat16 matmul
-  kInt8AmxManyRows,  // int8/many_rows.cc: dequantized tiles, amx/many_rows.cc
+  kOneDnnMatmul,       // oneDNN's matmul on the packed weights (linear.cc)
+  kAmxManyRows,        // amx/many_rows.cc
+  kInt8OneDnnTiles,    // int8/many_rows.cc: dequantized tiles, oneDNN's bfloat16 matmul
+  kInt8AmxManyRows,    // int8/many_rows.cc: dequantized tiles, amx/many_rows.cc
+  kVdpbf16psManyRows,  // avx512_bf16/few_rows.cc, in passes of rows (linear.cc)
   // LinearFewRows():
   kHwyFewRows,            // hwy/few_rows.cc: float32 FMA (bfloat16 weights: x rounded)
   kVdpbf16psFewRows,      // avx512_bf16/few_rows.cc
@@ -46,6 +47,13 @@ struct CpuFeatures {
   // are Zen 4, where the hardware prefetchers alone took 9-28% less time at 1 to 8
   // rows (docs/perf/2026-12-06-decode-step-overlap.md). The same bits either way.
   bool prefetch_few_rows_weights = true;
+  // Whether Linear() runs the VDPBF16PS kernel (kVdpbf16psManyRows) for bfloat16
+  // weights instead of oneDNN's matmul, where there is no AMX: on Zen 5 it took
+  // 0.90-0.93x oneDNN 2.6's time at 128 and 512 rows of the 8B-shaped block's
+  // products (docs/perf/2026-12-07-one-kernel-for-every-row.md), and a row then has
+  // the same bits through Linear and LinearFewRows. Not on AMD's family 19h (Zen 4),
+  // where it was never measured against oneDNN.
+  bool vdpbf16ps_for_many_rows = true;
 };
 
 // This CPU's, asked once. Thread-safe.

@@ -273,6 +273,11 @@ LinearKernel LinearWeights::kernel(LinearCall call) const {
                                        : packed_->few_rows_kernel;
 }
 
+bool LinearWeights::calls_share_bits() const {
+  return packed_->many_rows_kernel == LinearKernel::kAmxManyRows ||
+         packed_->many_rows_kernel == LinearKernel::kVdpbf16psManyRows;
+}
+
 LinearWeights::~LinearWeights() = default;
 
 int64_t LinearWeights::group_size() const {
@@ -323,6 +328,18 @@ void Linear(LinearContext& context, const LinearWeights& w, const float* x, int6
     return impl.amx_row_tiles.data();
   };
   const LinearKernel kernel = w.packed().many_rows_kernel;
+  if (kernel == LinearKernel::kVdpbf16psManyRows) {
+    // The few-rows kernel, in passes of kRowsPerPass: a pass's inputs for one k chunk
+    // of the kernel (256 rows x 1024 bfloat16) stay in a 1 MiB L2 beside the
+    // chunk's weights, where 2048 rows in one pass streamed them from memory for
+    // every 64 outputs. A row's bits do not depend on its pass.
+    constexpr int64_t kRowsPerPass = 256;
+    for (int64_t r = 0; r < rows; r += kRowsPerPass) {
+      LinearFewRows(context, w, x + r * w.in(), std::min(kRowsPerPass, rows - r),
+                    y + r * w.out(), parallel);
+    }
+    return;
+  }
   if (kernel == LinearKernel::kAmxManyRows) {
     // The same chunks of columns as oneDNN's matmuls, in 64-output blocks.
     const uint32_t* tiles = amx_tiles();

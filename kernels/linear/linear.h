@@ -84,6 +84,10 @@ class LinearWeights {
   // The implementation Linear() (kManyRows) or LinearFewRows() (kFewRows) runs on
   // these weights on this CPU, chosen at packing (ChooseLinearKernel).
   LinearKernel kernel(LinearCall call) const;
+  // Whether Linear() gives every row the bits LinearFewRows() gives it on this CPU
+  // (both run AMX tiles, or both VDPBF16PS): then decode steps and prefill rows
+  // may share one call, one read of the weights, without changing a result.
+  bool calls_share_bits() const;
 
   struct Packed;
   const Packed& packed() const { return *packed_; }
@@ -119,9 +123,10 @@ class LinearContext {
 // a range never changes a result, nor does how many rows share the call: each
 // row's result depends on that row only. bfloat16 weights on CPUs with AMX tiles
 // run an AMX kernel of ours instead of oneDNN's matmul (over the same ranges), and
-// each row then has the bits LinearFewRows gives it (linear_internal.h,
-// AmxRunsLinear); chosen because it beat oneDNN 2.6's matmul, see
-// docs/perf/2026-12-03-linear-on-amx.md.
+// on CPUs with AVX512_BF16 but no AMX (not Zen 4) the VDPBF16PS few-rows kernel;
+// each row then has the bits LinearFewRows gives it (calls_share_bits). Chosen
+// because each beat oneDNN 2.6's matmul, see docs/perf/2026-12-03-linear-on-amx.md
+// and docs/perf/2026-12-07-one-kernel-for-every-row.md.
 void Linear(LinearContext& context, const LinearWeights& w, const float* x, int64_t rows,
             float* y, ParallelFor* parallel = nullptr);
 

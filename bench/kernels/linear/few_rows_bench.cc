@@ -1,7 +1,8 @@
 // Linear layers for the few rows of decode steps.
 //
-// BM_LinearFewRows / BM_LinearOneDnn, one thread: LinearFewRows (reading oneDNN's
-// packed weights itself) against Linear (oneDNN's matmul) on the same weights.
+// BM_LinearFewRows / BM_Linear, one thread: LinearFewRows (reading oneDNN's packed
+// weights itself) against Linear (oneDNN's matmul, or the kernel of ours
+// kernel_choice.h gives this CPU for many rows) on the same weights.
 // Shape: the fused gate+up projection of the 768-hidden Llama configuration ([768 ->
 // 6144]); eight copies of the weights used in turn (75 MB in bfloat16), so each call
 // reads them from memory, as a decode step does. Rows 1 to 512. The byte rate counts
@@ -29,6 +30,8 @@
 //   onednn_GFLOP/s    the bare oneDNN bfloat16 matmul at M = 512, K = 4096, N = 28672
 //                     (the faster of its two weight layouts) on as many OpenMP threads;
 //   qkv_ms, o_ms, up_ms, down_ms: each product's time per step.
+// BM_Linear8B: the same four products through Linear, as a prefill (or a chunk of
+// one) runs them, up to 2048 rows.
 // The two ceilings are measured in this process, once per thread count, before the
 // first timed run that needs them (a few seconds).
 #include <benchmark/benchmark.h>
@@ -179,7 +182,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "bf16"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 BENCHMARK(BM_Linear<true>)->Name("BM_LinearFewRows")->Apply(Shapes);
-BENCHMARK(BM_Linear<false>)->Name("BM_LinearOneDnn")->Apply(Shapes);
+BENCHMARK(BM_Linear<false>)->Name("BM_Linear")->Apply(Shapes);
 
 // ---- BM_FewRows8B (see the top of the file) ----
 
@@ -234,7 +237,8 @@ const Ceilings& CeilingsOf(int threads) {
 
 struct NoContext {};
 
-void BM_FewRows8B(benchmark::State& state) {
+template <bool kFewRows>
+void BM_Products8B(benchmark::State& state) {
   const int64_t rows = state.range(0);
   const int threads = static_cast<int>(state.range(1));
   const bool int8 = state.range(2) != 0;
@@ -266,7 +270,11 @@ void BM_FewRows8B(benchmark::State& state) {
   for (auto _ : state) {
     auto last = Clock::now();
     for (size_t i = 0; i < kProducts8B.size(); ++i) {
-      LinearFewRows(context, *weights[i], x.data(), rows, y.data(), helper.get());
+      if constexpr (kFewRows) {
+        LinearFewRows(context, *weights[i], x.data(), rows, y.data(), helper.get());
+      } else {
+        Linear(context, *weights[i], x.data(), rows, y.data(), helper.get());
+      }
       const auto now = Clock::now();
       seconds[i] += std::chrono::duration<double>(now - last).count();
       last = now;
@@ -285,8 +293,15 @@ void BM_FewRows8B(benchmark::State& state) {
   }
 }
 
-BENCHMARK(BM_FewRows8B)
-    ->ArgsProduct({{1, 4, 8, 16, 32, 64}, {1, 2}, {0, 1}})
+BENCHMARK(BM_Products8B<true>)
+    ->Name("BM_FewRows8B")
+    ->ArgsProduct({{1, 4, 8, 16, 32, 64, 128, 512}, {1, 2}, {0, 1}})
+    ->ArgNames({"rows", "threads", "int8"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Products8B<false>)
+    ->Name("BM_Linear8B")
+    ->ArgsProduct({{16, 64, 128, 512, 2048}, {1, 2}, {0, 1}})
     ->ArgNames({"rows", "threads", "int8"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -16,8 +16,9 @@ namespace {
 
 using K = LinearKernel;
 constexpr CpuFeatures kPlainX86{false, false};   // AVX2 or AVX-512 without BF16
-constexpr CpuFeatures kAvx512Bf16{true, false};  // AMD Zen 4 / Zen 5
-constexpr CpuFeatures kAmx{true, true};          // Intel Xeon, Sapphire Rapids on
+constexpr CpuFeatures kAvx512Bf16{true, false};  // AMD Zen 5
+constexpr CpuFeatures kZen4{true, false, false, false};
+constexpr CpuFeatures kAmx{true, true};  // Intel Xeon, Sapphire Rapids on
 
 struct Case {
   WeightType type;
@@ -36,7 +37,8 @@ std::string Describe(const Case& c) {
          (c.packed_for_few_rows ? " packed" : " not-packed") +
          (c.call == LinearCall::kManyRows ? " many-rows" : " few-rows") +
          " avx512_bf16=" + std::to_string(c.cpu.avx512_bf16) +
-         " amx=" + std::to_string(c.cpu.amx_bf16);
+         " amx=" + std::to_string(c.cpu.amx_bf16) +
+         " vdpbf16ps_for_many_rows=" + std::to_string(c.cpu.vdpbf16ps_for_many_rows);
 }
 
 TEST(KernelChoiceTest, TheWholeTable) {
@@ -56,10 +58,15 @@ TEST(KernelChoiceTest, TheWholeTable) {
       {BF16, 4096, true, Few, kAmx, K::kAmxFewRows},
       {BF16, 4098, true, Many, kAmx, K::kOneDnnMatmul},
       {BF16, 4098, true, Few, kAmx, K::kVdpbf16psFewRows},
-      // ... VDPBF16PS for few rows with AVX512_BF16 (even inputs only) ...
-      {BF16, 4096, true, Many, kAvx512Bf16, K::kOneDnnMatmul},
+      // ... VDPBF16PS with AVX512_BF16 (even inputs only), for many rows too but
+      // not on Zen 4 ...
+      {BF16, 4096, true, Many, kAvx512Bf16, K::kVdpbf16psManyRows},
       {BF16, 4096, true, Few, kAvx512Bf16, K::kVdpbf16psFewRows},
+      {BF16, 4096, true, Many, kZen4, K::kOneDnnMatmul},
+      {BF16, 4096, true, Few, kZen4, K::kVdpbf16psFewRows},
+      {BF16, 7, true, Many, kAvx512Bf16, K::kOneDnnMatmul},
       {BF16, 7, true, Few, kAvx512Bf16, K::kHwyFewRows},
+      {F32, 4096, true, Many, kAvx512Bf16, K::kOneDnnMatmul},
       // ... the FMA loop on x rounded to bfloat16 elsewhere ...
       {BF16, 4096, true, Few, kPlainX86, K::kHwyFewRows},
       // ... and oneDNN's matmul when oneDNN packed them in a layout we do not read.

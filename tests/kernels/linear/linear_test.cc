@@ -15,6 +15,7 @@
 #include "common/dtype.h"
 #include "gtest/gtest.h"
 #include "hwy/targets.h"
+#include "kernels/linear/kernel_choice.h"
 #include "kernels/linear/linear_internal.h"
 #include "tests/testing/highway_target_scope.h"
 #include "tests/testing/threads_parallel_for.h"
@@ -588,12 +589,14 @@ TEST(LinearFewRowsTest, Bfloat16PicksAmxWhereSupportedAndInputsFillKBlocks) {
   }
 }
 
-// Where LinearFewRows runs AMX tiles on bfloat16 weights, Linear runs the same
-// kernel for any number of rows (faster than oneDNN 2.6's matmul there): a row has
-// the same bits through either, alone or among many, split across threads or not.
-TEST(LinearTest, Bfloat16RunsTheAmxKernelWhereLinearFewRowsDoes) {
+// Where Linear runs a kernel of ours on bfloat16 weights (AMX tiles; VDPBF16PS
+// without AMX, not on Zen 4), a row has the bits LinearFewRows gives it, through
+// either call, alone or among many, split across threads or not, and across
+// Linear's passes of 256 rows (VDPBF16PS): calls_share_bits says so.
+TEST(LinearTest, Bfloat16RunsTheFewRowsKernelWhereCallsShareBits) {
   std::mt19937 rng(6);
   testing::ThreadsParallelFor threads(2);
+  bool ran = false;
   for (auto [in, out] :
        {std::pair<int64_t, int64_t>{96, 200}, {4096, 130}, {1024, 4097}, {70, 100}}) {
     const std::vector<float> w = Random(out * in, rng), b = Random(out, rng);
@@ -601,22 +604,33 @@ TEST(LinearTest, Bfloat16RunsTheAmxKernelWhereLinearFewRowsDoes) {
     const internal::FewRowsWeights& few = internal::FewRowsLayoutOf(weights);
     const bool amx = in % 32 == 0 && CannotRun(FewRowsKernel::kAmx, few) == nullptr;
     ASSERT_EQ(internal::AmxRunsLinear(few), amx) << "in " << in;
-    if (!amx) continue;
+    const LinearKernel many = weights.kernel(LinearCall::kManyRows);
+    const bool vdpbf16ps = many == LinearKernel::kVdpbf16psManyRows;
+    ASSERT_EQ(weights.calls_share_bits(), amx || vdpbf16ps) << "in " << in;
+    if (vdpbf16ps) {
+      ASSERT_EQ(CannotRun(FewRowsKernel::kVdpbf16ps, few), nullptr);
+      ASSERT_FALSE(internal::FewRowsAmxSupported());
+    }
+    if (!weights.calls_share_bits()) continue;
+    ran = true;
+    const FewRowsKernel kernel = amx ? FewRowsKernel::kAmx : FewRowsKernel::kVdpbf16ps;
     LinearContext context;
-    for (int64_t rows : {1, 5, 17, 40}) {
+    std::vector<int64_t> row_counts = {1, 5, 17, 40};
+    if (in * out < 100000) row_counts.push_back(600);  // Three passes, the last short.
+    for (int64_t rows : row_counts) {
       const std::vector<float> x = Random(rows * in, rng);
       std::vector<float> got(rows * out), split(rows * out), want(rows * out);
       Linear(context, weights, x.data(), rows, got.data());
       Linear(context, weights, x.data(), rows, split.data(), &threads);
-      RunKernel(FewRowsKernel::kAmx, few, x.data(), rows, want.data());
+      RunKernel(kernel, few, x.data(), rows, want.data());
       ASSERT_EQ(got, want) << "in " << in << " out " << out << " rows " << rows;
       ASSERT_EQ(split, want) << "in " << in << " out " << out << " rows " << rows;
       LinearFewRows(context, weights, x.data(), rows, got.data());
       ASSERT_EQ(got, want) << "in " << in << " out " << out << " rows " << rows;
     }
   }
-  if (!internal::FewRowsAmxSupported()) {
-    GTEST_SKIP() << "this CPU (or OS) has no AMX-BF16: Linear runs oneDNN's matmul";
+  if (!ran) {
+    GTEST_SKIP() << "Linear runs oneDNN's matmul on this CPU (no AVX512_BF16, or Zen 4)";
   }
 }
 
