@@ -9,7 +9,8 @@
 // one, each bit for bit as alone; a call cancelled or expired between chunks stops
 // there and leaves its session as before the call; a session closed between chunks
 // still gets its whole answer; prefills queued together run at most a chunk's
-// tokens per batch, one after another in the order they came.
+// tokens per batch, one after another in the order they came. Each with float32
+// and with bfloat16 weights.
 #include <grpcpp/grpcpp.h>
 #include <prometheus/metric_family.h>
 
@@ -132,8 +133,9 @@ struct ObservedBlockForwardOp : BlockForwardOp {
 // session call's server context, so a hook can wait for its cancellation.
 class ChunkingService final : public v1::LayerService::CallbackService {
  public:
-  explicit ChunkingService(int64_t chunk_tokens)
+  ChunkingService(int64_t chunk_tokens, kernels::WeightType weights)
       : block_forward_{chunk_tokens},
+        models_(ModelRepository::Demo(weights)),
         sessions_(SessionOptions{}, &metrics_),
         batcher_(
             BatchOptions{}, /*num_threads=*/1,
@@ -177,8 +179,7 @@ class ChunkingService final : public v1::LayerService::CallbackService {
   Metrics metrics_;
   CallTracker calls_;
   std::atomic<bool> draining_{false};
-  std::unique_ptr<ModelRepository> models_ =
-      ModelRepository::Demo(kernels::WeightType::kFloat32);
+  std::unique_ptr<ModelRepository> models_;
   SessionStore sessions_;
   std::atomic<int64_t> depth_{0};
   Batcher<WorkerContext> batcher_;
@@ -226,11 +227,14 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want) 
   }
 }
 
-class ChunkedPrefillTest : public ::testing::Test {
+// Float32 weights, and bfloat16, whose decode steps and prefill chunks share each
+// product of a batch where the CPU gives a row the same bits through both kinds of
+// call (kernels::LinearWeights::calls_share_bits).
+class ChunkedPrefillTest : public ::testing::TestWithParam<kernels::WeightType> {
  protected:
   void SetUp() override {
     observer = &observer_;
-    service_ = std::make_unique<ChunkingService>(kChunk);
+    service_ = std::make_unique<ChunkingService>(kChunk, GetParam());
     server_ = std::make_unique<testing::LoopbackServer>(service_.get());
     ASSERT_TRUE(server_->started());
     stub_ = v1::LayerService::NewStub(server_->NewInsecureChannel());
@@ -319,8 +323,7 @@ class ChunkedPrefillTest : public ::testing::Test {
   }
 
   Observer observer_;
-  std::unique_ptr<ModelRepository> models_ =
-      ModelRepository::Demo(kernels::WeightType::kFloat32);
+  std::unique_ptr<ModelRepository> models_ = ModelRepository::Demo(GetParam());
   std::unique_ptr<ChunkingService> service_;
   std::unique_ptr<testing::LoopbackServer> server_;
   std::unique_ptr<v1::LayerService::Stub> stub_;
@@ -329,7 +332,7 @@ class ChunkedPrefillTest : public ::testing::Test {
 // 23 tokens run as chunks of 5, 5, 5, 5 and 3, answered once with what the call
 // run whole answers (outputs, attention stats, session length), counted once; a
 // decode step after it matches too.
-TEST_F(ChunkedPrefillTest, ChunksEqualTheWholePrefillAndAreAnsweredOnce) {
+TEST_P(ChunkedPrefillTest, ChunksEqualTheWholePrefillAndAreAnsweredOnce) {
   const std::string id = Open();
   const std::vector<float> x = Hidden(24, 1);
   const std::vector<v1::BlockForwardResponse> want = Whole(x, {23, 1});
@@ -409,7 +412,7 @@ std::function<void(const std::vector<Part>&)> AfterFirstChunk(
 // One worker: while the prefill's first chunk runs, a decode step of another
 // session is queued; it runs in the next batch, beside the prefill's next chunk
 // (not after its last), and both get what they get alone, bit for bit.
-TEST_F(ChunkedPrefillTest, DecodeStepQueuedDuringAChunkRunsBesideTheNext) {
+TEST_P(ChunkedPrefillTest, DecodeStepQueuedDuringAChunkRunsBesideTheNext) {
   const std::string decoding = Open(), prefilling = Open();
   const std::string decoding_alone = Open(), prefilling_alone = Open();
   const std::vector<float> history = Hidden(3, 2), step_x = Hidden(1, 4),
@@ -454,7 +457,7 @@ TEST_F(ChunkedPrefillTest, DecodeStepQueuedDuringAChunkRunsBesideTheNext) {
 // Cancelled between chunks: the rest is not computed, the call is answered
 // CANCELLED once, and the session is as before the call (its length, its bytes):
 // the same prefill sent again gives what a fresh session gives, bit for bit.
-TEST_F(ChunkedPrefillTest, CancelledBetweenChunksStopsAndLeavesTheSessionAsItWas) {
+TEST_P(ChunkedPrefillTest, CancelledBetweenChunksStopsAndLeavesTheSessionAsItWas) {
   const std::string id = Open(), fresh = Open();
   const std::vector<float> history = Hidden(3, 5), prompt = Hidden(70, 6);
   v1::BlockForwardResponse response;
@@ -495,7 +498,7 @@ TEST_F(ChunkedPrefillTest, CancelledBetweenChunksStopsAndLeavesTheSessionAsItWas
 
 // The deadline passes between chunks: DEADLINE_EXCEEDED, the rest not computed,
 // the session as before.
-TEST_F(ChunkedPrefillTest, ExpiredBetweenChunksStops) {
+TEST_P(ChunkedPrefillTest, ExpiredBetweenChunksStops) {
   const std::string id = Open();
   observer_.SetHook(AfterFirstChunk(id, [&] {
     grpc::CallbackServerContext* context = service_->ContextOf(id);
@@ -521,7 +524,7 @@ TEST_F(ChunkedPrefillTest, ExpiredBetweenChunksStops) {
 
 // A session closed while its prefill runs (between chunks): the call holds the
 // session, so it finishes and is answered whole; the session is gone after.
-TEST_F(ChunkedPrefillTest, SessionClosedBetweenChunksStillAnswersTheWholePrefill) {
+TEST_P(ChunkedPrefillTest, SessionClosedBetweenChunksStillAnswersTheWholePrefill) {
   const std::string id = Open(), fresh = Open();
   const std::vector<float> prompt = Hidden(17, 10);
   observer_.SetHook(
@@ -544,7 +547,7 @@ TEST_F(ChunkedPrefillTest, SessionClosedBetweenChunksStillAnswersTheWholePrefill
 
 // Prefills queued together run at most a chunk's tokens per batch, one after
 // another (not taking turns), and each gets what it gets alone, bit for bit.
-TEST_F(ChunkedPrefillTest, PrefillsQueuedTogetherRunAChunkPerBatch) {
+TEST_P(ChunkedPrefillTest, PrefillsQueuedTogetherRunAChunkPerBatch) {
   const std::string first = Open();
   std::vector<std::string> ids;
   for (int i = 0; i < 3; ++i) ids.push_back(Open());
@@ -589,6 +592,15 @@ TEST_F(ChunkedPrefillTest, PrefillsQueuedTogetherRunAChunkPerBatch) {
         << i;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Weights, ChunkedPrefillTest,
+                         ::testing::Values(kernels::WeightType::kFloat32,
+                                           kernels::WeightType::kBfloat16),
+                         [](const ::testing::TestParamInfo<kernels::WeightType>& info) {
+                           return info.param == kernels::WeightType::kFloat32
+                                      ? "float32"
+                                      : "bfloat16";
+                         });
 
 }  // namespace
 }  // namespace layerserve
