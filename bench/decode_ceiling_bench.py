@@ -258,6 +258,14 @@ def targets(r, wb, gbps, big):
         conserving = 64 * 65 / cycle_s
         check("mixed calls/s / the work-conserving rate",
               window_rps(level) / conserving, 0.8, True)
+        # Not the target: the same cycle with the steps at the load generator's own
+        # steady rate (64 separate calls per step on the server's cores), which
+        # tells the cost of separate calls from the cost of mixing in prefills.
+        steps_per_s = window_rps(steady[1])
+        separate = 64 * 65 / (64 * 64 / steps_per_s + 64 * r["prefill128_ms"] / 1e3)
+        lines.append(f"- (for reference, not a target) mixed calls/s / the same cycle "
+                     f"at the load generator's steady step rate: "
+                     f"{window_rps(level) / separate:.2f}")
         step, base = level.get("step_latency_ms"), steady[1].get("step_latency_ms")
         if step and base:
             check("mixed step p99 / steady step p50", step["p99"] / base["p50"], 3.0)
