@@ -49,8 +49,9 @@ struct CpuFeatures {
   bool prefetch_few_rows_weights = true;
   // Whether Linear() runs the VDPBF16PS kernel (kVdpbf16psManyRows) for bfloat16
   // weights instead of oneDNN's matmul, where there is no AMX: on Zen 5 it took
-  // 0.90-0.93x oneDNN 2.6's time at 128 and 512 rows of the 8B-shaped block's
-  // products (docs/perf/2026-12-07-one-kernel-for-every-row.md), and a row then has
+  // 0.85-0.95x oneDNN 2.6's time at 128 and 512 rows of the 8B-shaped block's
+  // products, 0.72-0.88x at 2048 in passes of 256 rows
+  // (docs/perf/2026-12-07-one-kernel-for-every-row.md), and a row then has
   // the same bits through Linear and LinearFewRows. Not on AMD's family 19h (Zen 4),
   // where it was never measured against oneDNN.
   bool vdpbf16ps_for_many_rows = true;
