@@ -132,7 +132,9 @@ TEST_P(BlockSplitTest, SplitAcrossThreadsEqualsOneThreadBitForBit) {
     ASSERT_EQ(one.size(), split.size());
     for (size_t i = 0; i < one.size(); ++i) {
       ASSERT_EQ(std::isnan(one[i]), std::isnan(split[i])) << k.what << " at " << i;
-      if (!std::isnan(one[i])) ASSERT_EQ(one[i], split[i]) << k.what << " at " << i;
+      if (!std::isnan(one[i])) {
+        ASSERT_EQ(one[i], split[i]) << k.what << " at " << i;
+      }
     }
   }
 }

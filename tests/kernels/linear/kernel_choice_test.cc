@@ -94,7 +94,9 @@ TEST(KernelChoiceTest, TheWholeTable) {
 TEST(KernelChoiceTest, ThisCpuHasWhatItSays) {
   const CpuFeatures cpu = ThisCpu();
   EXPECT_EQ(cpu.avx512_bf16, __builtin_cpu_supports("avx512bf16") != 0);
-  if (cpu.amx_bf16) EXPECT_TRUE(cpu.avx512_bf16);
+  if (cpu.amx_bf16) {
+    EXPECT_TRUE(cpu.avx512_bf16);
+  }
 }
 
 // Which kernel each weight format gets on this CPU, for real weights packed as the
